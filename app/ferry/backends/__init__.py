@@ -1,0 +1,1 @@
+"""Backends: one module per protocol behind the :class:`~ferry.backends.base.Backend` interface."""

@@ -1,0 +1,234 @@
+"""The Backend interface: a handful of required methods, honest capabilities, typed entries.
+
+Shape borrowed from rclone's ``fs.Fs`` + ``Features``: every backend implements the same small
+set of operations and *declares* what else it can do in :class:`Capabilities`. The conformance
+suite (``tests/conformance``) checks that the declarations tell the truth.
+
+Paths handed to a backend are its own paths: native absolute paths for ``local``, POSIX paths for
+remote backends. Path arithmetic goes through :meth:`Backend.join` / :meth:`Backend.split` so the
+engine never assumes a separator.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from types import TracebackType
+from typing import BinaryIO, ClassVar
+
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import Unsupported
+
+
+class Kind(str, Enum):
+    FILE = "file"
+    DIR = "dir"
+    LINK = "link"
+    SPECIAL = "special"  # fifo, socket, device: listed, never transferred
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One listed item. ``size`` is None when unknown, never a made-up 0; ``mtime`` is aware UTC."""
+
+    path: str
+    name: str
+    kind: Kind
+    size: int | None = None
+    mtime: datetime | None = None
+    link_target: str | None = None
+    mode: int | None = None
+    hashes: Mapping[str, str] = field(default_factory=dict)
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_dir(self) -> bool:
+        return self.kind is Kind.DIR
+
+    @property
+    def is_file(self) -> bool:
+        return self.kind is Kind.FILE
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do beyond the required operations. Every flag is checked by tests."""
+
+    streaming: bool = True  # open_read/open_write move bytes through this process
+    range_read: bool = False  # open_read(offset=..., length=...) without reading the prefix
+    resume_write: bool = False  # open_write(resume=True) continues a partial temporary file
+    atomic_commit: bool = True  # data appears under the final name only on commit
+    multipart_write: bool = False
+    server_side_copy: bool = False
+    delegated_transfer: bool = False  # the service moves the bytes (Globus)
+    presign: bool = False
+    acl_share: bool = False
+    hashes: tuple[str, ...] = ()  # algorithms hash() supports
+    slow_hash: bool = True  # hash() reads the whole object (vs. metadata the server keeps)
+    readback: bool = False  # a Writer can hash what actually landed, independently of the source
+    symlinks: bool = False
+    empty_dirs: bool = True
+    set_mtime: bool = False
+    mtime_precision: float = 1.0  # seconds
+    case_insensitive: bool = False
+    max_connections: int | None = None  # None: no limit of the backend's own
+
+
+class Writer(ABC):
+    """A file being written under a temporary name, renamed into place by :meth:`commit`.
+
+    ``offset`` is how many bytes the temporary file already holds (non-zero only when resuming).
+    A Writer is a context manager: leaving the block with an exception aborts and keeps the
+    partial file only if resuming is possible, so no truncated file ever sits under the final name.
+    """
+
+    final_path: str
+    temp_path: str
+    offset: int = 0
+
+    @abstractmethod
+    def write(self, data: bytes | bytearray | memoryview) -> None: ...
+
+    def finish(self) -> str | None:
+        """All data written: flush it, and return the read-back hash if one was asked for."""
+        return None
+
+    @abstractmethod
+    def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        """Rename into place; raise AlreadyExists if ``overwrite`` is False and the name is taken."""
+
+    @abstractmethod
+    def abort(self, *, keep_partial: bool = False) -> None: ...
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(
+        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if et is not None:
+            self.abort(keep_partial=True)
+
+
+def temp_name(name: str, token: str) -> str:
+    """The partial-file name for ``name``: hidden, tagged, deterministic so a restart finds it,
+    and short enough for 255-byte name limits."""
+    base = f".{name}.{token}.ferry-part"
+    if len(base.encode("utf-8", "surrogateescape")) <= 240:
+        return base
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return f".{name[:80]}~{digest}.{token}.ferry-part"
+
+
+PARTIAL_SUFFIX = ".ferry-part"
+
+
+class Backend(ABC):
+    """Required operations. Errors are raised as :mod:`ferry.core.errors` types, mapped in one
+    ``_map_error`` function per backend."""
+
+    scheme: ClassVar[str]
+    capabilities: Capabilities = Capabilities()
+
+    def __init__(self, address: Address) -> None:
+        self.address = address
+
+    @property
+    def endpoint(self) -> str:
+        return self.address.endpoint
+
+    # -- path arithmetic (POSIX by default; local overrides) --
+    def join(self, base: str, *names: str) -> str:
+        return posixpath.join(base, *names)
+
+    def split(self, path: str) -> tuple[str, str]:
+        return posixpath.split(path.rstrip("/") or "/")
+
+    def display(self, path: str) -> str:
+        from dataclasses import replace
+
+        return str(replace(self.address, path=path, site=None))
+
+    # -- required --
+    @abstractmethod
+    def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
+        """Entries of a folder, lazily (pages for remote backends), without '.' and '..'."""
+
+    @abstractmethod
+    def stat(self, path: str) -> Entry:
+        """The entry itself, not following a final symlink."""
+
+    @abstractmethod
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO: ...
+
+    @abstractmethod
+    def open_write(
+        self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
+    ) -> Writer:
+        """Start writing ``path`` under a temporary name tagged ``token``.
+
+        With ``resume`` an existing partial file for the same token is continued (Writer.offset).
+        With ``readback=algo`` the writer hashes what lands on the destination, independently of
+        the bytes it was handed, and returns it from :meth:`Writer.finish`.
+        """
+
+    @abstractmethod
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None: ...
+
+    @abstractmethod
+    def remove(self, path: str, *, recursive: bool = False) -> None: ...
+
+    @abstractmethod
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None: ...
+
+    def hash(self, path: str, algo: str, cancel: CancelToken | None = None) -> str:
+        """Checksum of a stored file (reads it unless the server keeps the hash)."""
+        from ferry.core.hashing import hash_stream
+
+        if algo not in self.capabilities.hashes:
+            raise Unsupported(f"{self.scheme} cannot compute {algo} checksums")
+        with self.open_read(path) as f:
+            return hash_stream(f, algo, cancel)[0]
+
+    def close(self) -> None:  # noqa: B027 - optional override
+        """Release connections."""
+
+    # -- optional, guarded by capabilities --
+    def symlink(self, target: str, path: str) -> None:
+        raise Unsupported(f"{self.scheme} cannot create symbolic links")
+
+    def set_mtime(self, path: str, mtime: datetime) -> None:
+        raise Unsupported(f"{self.scheme} cannot set modification times")
+
+    def exists(self, path: str) -> bool:
+        from ferry.core.errors import NotFound
+
+        try:
+            self.stat(path)
+        except NotFound:
+            return False
+        return True
+
+    def walk(self, path: str, cancel: CancelToken | None = None) -> Iterator[tuple[str, Entry]]:
+        """Depth-first (relative path, entry) pairs under ``path``; never follows links."""
+        stack = [("", path)]
+        while stack:
+            rel, folder = stack.pop()
+            subdirs = []
+            for e in self.list(folder, cancel):
+                r = f"{rel}/{e.name}" if rel else e.name
+                yield r, e
+                if e.kind is Kind.DIR:
+                    subdirs.append((r, e.path))
+            stack.extend(reversed(subdirs))
+
+
+Prompter = Callable[[str, bool], str]
+"""Asks the person a question (prompt text, echo) and returns the answer; used for passwords,
+one-time codes and host-key decisions by the remote backends."""

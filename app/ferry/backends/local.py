@@ -1,0 +1,475 @@
+"""This computer's disks.
+
+Writes go to a hidden partial file in the destination folder and are renamed into place with
+``renameat2(RENAME_NOREPLACE)`` (or link+unlink where that is missing), so a file that appears
+meanwhile is never overwritten unless the policy says so. Read-back verification re-reads the
+partial file through its own descriptor while later chunks are still being written, so checking
+the destination overlaps the copy instead of doubling its time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import shutil
+import stat as stat_mod
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import BinaryIO
+
+from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import AlreadyExists, FerryError, NotFound, from_oserror
+from ferry.core.hashing import HASH_ALGORITHMS, Hasher, new_hasher
+
+_READBACK_THREAD_MIN = 8 << 20  # below this, read back in the caller: a thread costs more than it saves
+_CHUNK = 4 << 20
+
+
+def _map_error(exc: OSError, path: str) -> FerryError:
+    return from_oserror(exc, path)
+
+
+def _mtime(st: os.stat_result) -> datetime:
+    return datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC)
+
+
+def _ns(mtime: datetime) -> int:
+    # Via integer microseconds: float seconds would round ns wrongly for dates far from 1970.
+    delta = mtime - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def _entry(path: str, name: str, st: os.stat_result) -> Entry:
+    mode = st.st_mode
+    if stat_mod.S_ISREG(mode):
+        kind, size = Kind.FILE, st.st_size
+    elif stat_mod.S_ISDIR(mode):
+        kind, size = Kind.DIR, None
+    elif stat_mod.S_ISLNK(mode):
+        kind, size = Kind.LINK, st.st_size
+    else:
+        kind, size = Kind.SPECIAL, None
+    target = None
+    meta: dict[str, str] = {}
+    if kind is Kind.LINK:
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = None
+    elif kind is Kind.SPECIAL:
+        meta["special"] = _special_kind(mode)
+    return Entry(
+        path=path,
+        name=name,
+        kind=kind,
+        size=size,
+        mtime=_mtime(st),
+        link_target=target,
+        mode=stat_mod.S_IMODE(mode),
+        meta=meta,
+    )
+
+
+def _special_kind(mode: int) -> str:
+    if stat_mod.S_ISFIFO(mode):
+        return "named pipe"
+    if stat_mod.S_ISSOCK(mode):
+        return "socket"
+    if stat_mod.S_ISCHR(mode):
+        return "character device"
+    if stat_mod.S_ISBLK(mode):
+        return "block device"
+    return "special file"
+
+
+def _load_renameat2() -> Callable[[str, str], int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        fn = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    at_fdcwd, rename_noreplace = -100, 1
+
+    def rename_noreplace_fn(src: str, dst: str) -> int:
+        if fn(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace) == 0:
+            return 0
+        return ctypes.get_errno()
+
+    return rename_noreplace_fn
+
+
+_renameat2 = _load_renameat2()
+
+
+def rename_no_replace(src: str, dst: str) -> None:
+    """Rename, failing with EEXIST instead of replacing an existing ``dst``."""
+    if _renameat2 is not None:
+        err = _renameat2(src, dst)
+        if err == 0:
+            return
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
+            raise OSError(err, os.strerror(err), dst)
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
+            if os.path.lexists(dst):
+                raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst) from None
+            os.rename(src, dst)
+            return
+        raise
+    os.unlink(src)
+
+
+class _ReadBack:
+    """Hashes a file being written by reading it back through a separate descriptor."""
+
+    def __init__(self, path: str, algo: str, threaded: bool) -> None:
+        self.fd = os.open(path, os.O_RDONLY)
+        self.hasher: Hasher = new_hasher(algo)
+        self.pos = 0
+        self.limit = 0  # bytes known to be written
+        self.done = False
+        self.error: OSError | None = None
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+        if threaded:
+            self._thread = threading.Thread(target=self._run, name="ferry-readback", daemon=True)
+            self._thread.start()
+
+    def advance(self, limit: int) -> None:
+        if self._thread is None:
+            self.limit = limit
+            return
+        with self._cond:
+            self.limit = limit
+            self._cond.notify()
+
+    def _read_to(self, limit: int) -> None:
+        while self.pos < limit:
+            data = os.pread(self.fd, min(_CHUNK, limit - self.pos), self.pos)
+            if not data:  # shorter than what was written: the hash will not match
+                break
+            self.hasher.update(data)
+            self.pos += len(data)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while self.pos >= self.limit and not self.done:
+                        self._cond.wait()
+                    limit, done = self.limit, self.done
+                self._read_to(limit)
+                if done and self.pos >= limit:
+                    return
+        except OSError as exc:
+            self.error = exc
+
+    def result(self) -> str:
+        if self._thread is None:
+            self._read_to(self.limit)
+        else:
+            with self._cond:
+                self.done = True
+                self._cond.notify()
+            self._thread.join()
+            if self.error is not None:
+                raise self.error
+        # Anything past what we were told was written also counts: read to the real end.
+        self._read_to(os.fstat(self.fd).st_size)
+        return self.hasher.hexdigest()
+
+    def close(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            with self._cond:
+                self.done = True
+                self.limit = self.pos
+                self._cond.notify()
+            self._thread.join()
+        os.close(self.fd)
+
+
+class LocalWriter(Writer):
+    def __init__(self, final_path: str, token: str, size: int | None, resume: bool, readback: str | None):
+        folder, name = os.path.split(final_path)
+        self.final_path = final_path
+        self.temp_path = os.path.join(folder, temp_name(name, token))
+        self.offset = 0
+        self._closed = False
+        try:
+            if resume:
+                try:
+                    self.fd = os.open(self.temp_path, os.O_WRONLY)
+                    self.offset = os.lseek(self.fd, 0, os.SEEK_END)
+                except FileNotFoundError:
+                    resume = False
+            if not resume:
+                self.fd = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        except OSError as exc:
+            raise _map_error(exc, final_path) from exc
+        self.written = self.offset
+        self._readback: _ReadBack | None = None
+        if readback:
+            threaded = size is None or size >= _READBACK_THREAD_MIN
+            self._readback = _ReadBack(self.temp_path, readback, threaded)
+            self._readback.advance(self.offset)
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+                self.written += n
+        except OSError as exc:
+            raise _map_error(exc, self.final_path) from exc
+        if self._readback is not None:
+            self._readback.advance(self.written)
+
+    def write_from_fd(self, src_fd: int, offset: int, count: int) -> int:
+        """Kernel-side copy (copy_file_range); returns bytes copied, 0 at end of file."""
+        try:
+            n = os.copy_file_range(src_fd, self.fd, count, offset)
+        except OSError as exc:
+            if exc.errno in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                data = os.pread(src_fd, count, offset)
+                self.write(data)
+                return len(data)
+            raise _map_error(exc, self.final_path) from exc
+        self.written += n
+        if self._readback is not None:
+            self._readback.advance(self.written)
+        return n
+
+    def finish(self) -> str | None:
+        if self._readback is None:
+            return None
+        try:
+            return self._readback.result()
+        except OSError as exc:
+            raise _map_error(exc, self.final_path) from exc
+
+    def _close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._readback is not None:
+                self._readback.close()
+            os.close(self.fd)
+
+    def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        try:
+            if mtime is not None:
+                ns = _ns(mtime)
+                os.utime(self.fd, ns=(ns, ns))
+            self._close()
+            if overwrite:
+                os.replace(self.temp_path, self.final_path)
+            else:
+                rename_no_replace(self.temp_path, self.final_path)
+        except FileExistsError as exc:
+            raise AlreadyExists(f"Already exists: {self.final_path}") from exc
+        except OSError as exc:
+            raise _map_error(exc, self.final_path) from exc
+
+    def abort(self, *, keep_partial: bool = False) -> None:
+        self._close()
+        if not keep_partial:
+            try:
+                os.unlink(self.temp_path)
+            except FileNotFoundError:
+                pass
+
+
+class _Limited:
+    """A file object that stops after ``length`` bytes."""
+
+    def __init__(self, f: BinaryIO, length: int) -> None:
+        self._f = f
+        self._left = length
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        n = self._left if n < 0 else min(n, self._left)
+        data = self._f.read(n)
+        self._left -= len(data)
+        return data
+
+    def readinto(self, buf: memoryview | bytearray) -> int:
+        view = memoryview(buf)[: max(0, self._left)]
+        n = self._f.readinto(view)  # type: ignore[attr-defined]
+        self._left -= n or 0
+        return n or 0
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> _Limited:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class LocalBackend(Backend):
+    scheme = "local"
+    capabilities = Capabilities(
+        range_read=True,
+        resume_write=True,
+        server_side_copy=True,  # copy_file_range: the kernel moves the bytes
+        hashes=HASH_ALGORITHMS,
+        slow_hash=True,
+        readback=True,
+        symlinks=os.name == "posix",
+        set_mtime=True,
+        mtime_precision=1e-6,
+        case_insensitive=sys.platform in ("darwin", "win32"),
+    )
+
+    def __init__(self, address: Address | None = None) -> None:
+        super().__init__(address or Address("local", os.sep))
+
+    def join(self, base: str, *names: str) -> str:
+        return os.path.join(base, *names)
+
+    def split(self, path: str) -> tuple[str, str]:
+        return os.path.split(path.rstrip(os.sep) or os.sep)
+
+    def display(self, path: str) -> str:
+        return path
+
+    def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
+        try:
+            it = os.scandir(path)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        with it:
+            for i, de in enumerate(it):
+                if cancel is not None and not i % 1024:
+                    cancel.check()
+                try:
+                    st = de.stat(follow_symlinks=False)
+                except FileNotFoundError:
+                    continue  # vanished between readdir and stat
+                except OSError as exc:
+                    raise _map_error(exc, de.path) from exc
+                yield _entry(de.path, de.name, st)
+
+    def stat(self, path: str) -> Entry:
+        try:
+            st = os.lstat(path)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
+
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+        try:
+            f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
+            if offset:
+                f.seek(offset)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        if length is not None:
+            return _Limited(f, length)  # type: ignore[return-value]
+        return f  # type: ignore[return-value]
+
+    def open_write(
+        self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
+    ) -> LocalWriter:
+        return LocalWriter(path, token, size, resume, readback)
+
+    def server_copy(
+        self,
+        src_path: str,
+        writer: Writer,
+        on_bytes: Callable[[int], None],
+        cancel: CancelToken,
+        chunk: int = 8 << 20,
+    ) -> None:
+        """Copy with copy_file_range in chunks, so progress, cancel and bandwidth still apply."""
+        assert isinstance(writer, LocalWriter)
+        try:
+            fd = os.open(src_path, os.O_RDONLY)
+        except OSError as exc:
+            raise _map_error(exc, src_path) from exc
+        try:
+            pos = writer.offset
+            while True:
+                cancel.check()
+                n = writer.write_from_fd(fd, pos, chunk)
+                if n == 0:
+                    return
+                pos += n
+                on_bytes(n)
+        finally:
+            os.close(fd)
+
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        try:
+            if parents:
+                os.makedirs(path, exist_ok=exist_ok)
+            else:
+                os.mkdir(path)
+        except FileExistsError as exc:
+            if exist_ok and os.path.isdir(path):
+                return
+            raise AlreadyExists(f"Already exists: {path}") from exc
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        try:
+            st = os.lstat(path)
+            if stat_mod.S_ISDIR(st.st_mode):
+                if recursive:
+                    shutil.rmtree(path)
+                else:
+                    os.rmdir(path)
+            else:
+                os.unlink(path)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        try:
+            if overwrite:
+                os.replace(src, dst)
+            else:
+                rename_no_replace(src, dst)
+        except FileExistsError as exc:
+            raise AlreadyExists(f"Already exists: {dst}") from exc
+        except OSError as exc:
+            raise _map_error(exc, src) from exc
+
+    def symlink(self, target: str, path: str) -> None:
+        try:
+            os.symlink(target, path)
+        except FileExistsError as exc:
+            raise AlreadyExists(f"Already exists: {path}") from exc
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+
+    def set_mtime(self, path: str, mtime: datetime) -> None:
+        ns = _ns(mtime)
+        try:
+            os.utime(path, ns=(ns, ns), follow_symlinks=False)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+
+    def free_space(self, path: str) -> int | None:
+        try:
+            st = os.statvfs(path)
+        except (OSError, AttributeError):
+            return None
+        return st.f_bavail * st.f_frsize

@@ -1,0 +1,71 @@
+"""Argument parsing and dispatch for ``ferry``.
+
+Exit codes: 0 success (for transfers: every file verified), 1 some files failed or the job stopped
+unfinished, 2 bad input (nothing was changed), 130 interrupted by Ctrl+C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from ferry import __version__
+from ferry.core.errors import FerryError, UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        # argparse's default is exit 2 with usage; keep the code, make the line readable.
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"ferry: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ferry.cli import cmd_cp, cmd_hash, cmd_ls, cmd_queue, cmd_sites
+
+    parser = _Parser(
+        prog="ferry",
+        description=(
+            "Move research data between this computer, SSH hosts, S3 buckets and Globus collections, "
+            "with every file verified. Transfers run in a persistent queue that survives crashes."
+        ),
+        epilog=(
+            "Addresses: local paths, sftp://[user@]host[:port]/path, s3://bucket/key, "
+            "globus://COLLECTION/path, or NAME:path for a saved site.\n"
+            "Run 'ferry COMMAND --help' for the options of a command."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"ferry {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show technical detail with errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in (cmd_cp, cmd_queue, cmd_ls, cmd_hash, cmd_sites):
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help()
+        return EXIT_USAGE if argv else EXIT_OK
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        sys.stderr.write("ferry: interrupted\n")
+        return EXIT_INTERRUPTED
+    except FerryError as exc:
+        sys.stderr.write(f"ferry: {exc.message}\n")
+        if getattr(args, "verbose", False) and exc.detail:
+            sys.stderr.write(f"  detail: {exc.detail}\n")
+        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+    except BrokenPipeError:
+        return EXIT_FAILED

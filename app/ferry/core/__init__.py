@@ -1,0 +1,1 @@
+"""Shared, Qt-free building blocks: errors, addresses, hashing, cancellation, progress, units."""

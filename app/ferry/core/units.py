@@ -1,0 +1,48 @@
+"""Sizes, rates and durations as people write and read them."""
+
+from __future__ import annotations
+
+import re
+
+from ferry.core.errors import UsageError
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)?(?:/s)?\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+
+
+def parse_size(text: str) -> int:
+    """``50M`` -> 52428800. Suffixes K/M/G/T/P are binary (as rsync's and rclone's --bwlimit)."""
+    m = _SIZE_RE.match(text)
+    if not m:
+        raise UsageError(f"Malformed size {text!r} (examples: 50M, 1.5G, 800K, 4096)")
+    value = float(m.group(1)) * 1024 ** _POWERS[m.group(2).lower()]
+    if value < 1:
+        raise UsageError(f"Size must be at least one byte: {text!r}")
+    return int(value)
+
+
+def format_size(n: float | None) -> str:
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        n /= 1024
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}" if n < 100 else f"{n:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_rate(bps: float) -> str:
+    return f"{format_size(bps)}/s"
+
+
+def format_duration(seconds: float | None) -> str:
+    if seconds is None or seconds != seconds or seconds < 0:
+        return "--:--"
+    s = int(seconds + 0.5)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    if h >= 100:
+        return f"{h // 24}d{h % 24:02d}h"
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
