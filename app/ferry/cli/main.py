@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 
 from ferry import __version__
-from ferry.core.errors import FerryError, UsageError
+from ferry.core.errors import FerryError, Unsupported, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -66,6 +66,6 @@ def main(argv: list[str]) -> int:
         sys.stderr.write(f"ferry: {exc.message}\n")
         if getattr(args, "verbose", False) and exc.detail:
             sys.stderr.write(f"  detail: {exc.detail}\n")
-        return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+        return EXIT_USAGE if isinstance(exc, (UsageError, Unsupported)) else EXIT_FAILED
     except BrokenPipeError:
         return EXIT_FAILED

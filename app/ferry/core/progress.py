@@ -77,6 +77,13 @@ class Accounting:
             else:
                 self.files_failed += 1
 
+    def add_finished(self, files: int, size: int, failed: int) -> None:
+        """Work finished before this run (a resumed job) counts as done from the start."""
+        with self._lock:
+            self.files_done += files
+            self.bytes_done += size
+            self.files_failed += failed
+
     def active_delta(self, n: int) -> None:
         with self._lock:
             self.active += n

@@ -1,0 +1,107 @@
+"""``ferry cp``: copy now, with live progress, and exit 0 only when every file is verified.
+
+The copy is recorded in the queue like any other job, so a ``cp`` killed half way (or stopped by
+a full disk) is finished later by ``ferry queue run`` without redoing what is done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ferry.backends.registry import BackendPool
+from ferry.cli import transfer_common as tc
+from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ferry.core.errors import UsageError
+from ferry.core.units import format_size, parse_size
+from ferry.transfers.planner import Root, expand
+from ferry.transfers.scheduler import RunConfig, Runner
+from ferry.transfers.store import Store, runner_id
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "cp",
+        help="copy files and folders now, verified",
+        description="Copy SOURCE... to DEST with a live progress bar, verifying every file. "
+        "Like cp: with one source, DEST is the new name unless it is an existing folder (or ends with /); "
+        "with several, DEST is a folder. Exits 0 only when every file arrived and was verified.",
+        epilog="Examples:\n  ferry cp -r ~/data/run42 /mnt/archive/\n"
+        "  ferry cp --verify blake3 --parallel 8 -r results cluster:/scratch/me/\n"
+        "  ferry cp --dry-run -r ~/data /mnt/archive/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("paths", nargs="+", metavar="SOURCE... DEST", help="sources, then the destination")
+    tc.add_job_options(p, timing=False)
+    tc.add_run_options(p)
+    p.add_argument("--dry-run", "-n", action="store_true", help="print what would be copied; change nothing")
+    p.add_argument("--manifest", metavar="FILE", help="afterwards, write a sha256sum-style manifest of what arrived")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.paths) < 2:
+        raise UsageError("Give at least one source and a destination (ferry cp SOURCE... DEST)")
+    *sources, dest = args.paths
+    options = tc.job_options(args, bwlimit=args.bwlimit)
+    pool = BackendPool()
+    srcs, dst, roots = tc.prepare_job(sources, dest, args.recursive, pool)
+    if args.dry_run:
+        return _dry_run(roots, args.json)
+
+    store = Store()
+    me = runner_id()
+    job_id = tc.create_job(store, srcs, dst, roots, options, state="running", runner=me)
+    runner = Runner(store, RunConfig(parallel=args.parallel, job_ids=[job_id]), pool=pool)
+    output = tc.Output(runner.accounting, as_json=args.json)
+    runner.listener = tc.CliListener(output)
+    if options.on_conflict == "ask" and tc.can_ask():
+        runner.ask = tc.TerminalAsk(output)
+    tc.install_stop_handlers(runner)
+    output.start()
+    try:
+        summary = runner.run()
+    finally:
+        output.stop()
+    state = summary.jobs.get(job_id, store.job(job_id).state)
+    snap = runner.accounting.snapshot()
+    job = store.job(job_id)
+    if args.manifest and options.hash_algo:
+        tc.write_manifest(store, job_id, args.manifest)
+    code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED
+    if args.json:
+        output.emit({"event": "result", "job": job_id, "state": state, "message": job.message,
+                     "exit_code": code, **tc.snapshot_dict(snap)})
+    else:
+        text = tc.summary_text(state, snap, options.verify)
+        if state == "done":
+            sys.stderr.write(f"{text}\n")
+        else:
+            sys.stderr.write(f"{text}\njob {job_id} {state}" + (f": {job.message}" if job.message else "") + "\n")
+    store.close()
+    return code
+
+
+def _dry_run(roots: list[Root], as_json: bool) -> int:
+    files = size = 0
+    for task in expand(roots):
+        if as_json:
+            print(json.dumps({"event": "plan", "kind": task.kind, "source": task.src, "destination": task.dst,
+                                 "size": task.size, "state": task.state, "reason": task.error}))
+        else:
+            what = {"file": "copy", "dir": "mkdir", "link": "link"}.get(task.kind, task.kind)
+            if task.state != "queued":
+                what = "skip"
+            extra = f" ({format_size(task.size)})" if task.kind == "file" and task.state == "queued" else ""
+            why = f"  [{task.error}]" if task.error else ""
+            print(f"{what:5} {tc.escape_name(task.src)} -> {tc.escape_name(task.dst)}{extra}{why}")
+        if task.kind == "file" and task.state == "queued":
+            files += 1
+            size += task.size or 0
+    if as_json:
+        print(json.dumps({"event": "plan-summary", "files": files, "bytes": size}))
+    else:
+        print(f"dry run: {files:,} file(s), {format_size(size)} would be copied; nothing was changed")
+    return EXIT_OK

@@ -1,0 +1,338 @@
+"""``ferry queue``: record jobs now, run them later (overnight, from cron, on a login node)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime
+from typing import Any
+
+from ferry.backends.registry import BackendPool
+from ferry.cli import transfer_common as tc
+from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ferry.core.address import parse_address
+from ferry.core.errors import FerryError, UsageError
+from ferry.core.schedule import parse_start_at, parse_window
+from ferry.core.units import format_size, parse_size
+from ferry.transfers.options import CONFLICT_POLICIES
+from ferry.transfers.scheduler import RunConfig, Runner, remove_partial
+from ferry.transfers.store import Job, Store
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+
+def register(sub: Any) -> None:
+    q = sub.add_parser(
+        "queue",
+        help="record transfers and run them later (overnight, headless)",
+        description="A persistent queue of transfer jobs. 'add' records a job without running it; 'run' "
+        "processes the queue with no display needed and exits when it is empty or its time window ends. "
+        "Jobs survive crashes: an interrupted job continues where it stopped.",
+        epilog="Examples:\n  ferry queue add -r ~/data/run42 /mnt/archive/ --window 20:00-07:00\n"
+        "  ferry queue run --parallel 8 --bwlimit 50M\n  ferry queue show 3 --manifest run42.sha256",
+        formatter_class=_FORMATTER,
+    )
+    qs = q.add_subparsers(dest="queue_command", metavar="ACTION", required=True)
+
+    p = qs.add_parser("add", help="record a job without running it",
+                      description="Record a copy of SOURCE... to DEST (same rules as 'ferry cp') to run later.")
+    p.add_argument("paths", nargs="+", metavar="SOURCE... DEST")
+    tc.add_job_options(p, timing=True)
+    p.add_argument("--bwlimit", metavar="RATE", help="bandwidth limit for this job, e.g. 50M")
+    p.add_argument("--json", action="store_true", help="print the new job as JSON")
+    p.set_defaults(handler=cmd_add)
+
+    p = qs.add_parser("list", help="list jobs with their state and progress")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(handler=cmd_list)
+
+    p = qs.add_parser("show", help="one job in detail (its files, failures, manifest)")
+    p.add_argument("job", type=int, metavar="JOB")
+    p.add_argument("--files", action="store_true", help="list every file with its state and verification")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--manifest", nargs="?", const="-", metavar="FILE",
+                   help="write a sha256sum-compatible manifest of what arrived (to FILE, or standard output)")
+    p.set_defaults(handler=cmd_show)
+
+    for name, helptext, fn in (
+        ("pause", "pause jobs (running files stop within a second; partial data is kept)", cmd_pause),
+        ("resume", "resume paused jobs", cmd_resume),
+        ("cancel", "cancel jobs (partial files are removed; finished files stay)", cmd_cancel),
+        ("retry", "queue the failed files of jobs again", cmd_retry),
+    ):
+        p = qs.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
+        p.add_argument("jobs", nargs="*", type=int, metavar="JOB")
+        p.add_argument("--all", action="store_true", help="every job this applies to")
+        if name == "retry":
+            p.add_argument("--on-conflict", choices=CONFLICT_POLICIES, metavar="POLICY",
+                           help="change the job's conflict policy before retrying")
+        p.set_defaults(handler=fn)
+
+    p = qs.add_parser("clear", help="remove finished jobs from the list",
+                      description="Remove finished jobs (done and cancelled) from the queue; files are not touched.")
+    p.add_argument("--failed", action="store_true", help="also remove failed jobs")
+    p.add_argument("jobs", nargs="*", type=int, metavar="JOB", help="only these jobs")
+    p.set_defaults(handler=cmd_clear)
+
+    p = qs.add_parser(
+        "run",
+        help="process the queue headless; exit when it is empty or the window ends",
+        description="Run queued jobs (all of them, or the JOBs given) until none is left, then exit. With "
+        "--window, work only inside the window and exit when it closes; with --start-at, wait until then. "
+        "Exit status 0 when every job finished verified, 1 otherwise.",
+        formatter_class=_FORMATTER,
+    )
+    p.add_argument("jobs", nargs="*", type=int, metavar="JOB", help="only these jobs")
+    tc.add_run_options(p)
+    tc.add_timing_options(p)
+    p.set_defaults(handler=cmd_run)
+
+
+def _store() -> Store:
+    return Store()
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    if len(args.paths) < 2:
+        raise UsageError("Give at least one source and a destination (ferry queue add SOURCE... DEST)")
+    *sources, dest = args.paths
+    options = tc.job_options(args, bwlimit=args.bwlimit)
+    with BackendPool() as pool:
+        srcs, dst, roots = tc.prepare_job(sources, dest, args.recursive, pool)
+    store = _store()
+    job_id = tc.create_job(store, srcs, dst, roots, options)
+    if args.json:
+        print(json.dumps(_job_dict(store, store.job(job_id))))
+    else:
+        when = ""
+        if options.start_at:
+            when += f", not before {datetime.fromtimestamp(options.start_at):%Y-%m-%d %H:%M}"
+        if options.window:
+            when += f", only between {options.window.replace('-', ' and ')}"
+        print(f"Queued job {job_id}: {', '.join(sources)} -> {dest}{when}")
+        print("Run it with: ferry queue run")
+    return EXIT_OK
+
+
+def _job_dict(store: Store, job: Job) -> dict[str, Any]:
+    c = store.counts(job.id)
+    return {
+        "id": job.id,
+        "state": job.state,
+        "message": job.message,
+        "sources": job.sources,
+        "destination": job.dest,
+        "created": datetime.fromtimestamp(job.created).astimezone().isoformat(timespec="seconds"),
+        "planned": job.planned,
+        "files_total": c.files,
+        "bytes_total": c.bytes,
+        "files_done": c.count("done"),
+        "files_skipped": c.count("skipped"),
+        "files_failed": c.count("failed"),
+        "files_queued": c.count("queued") + c.count("running"),
+        "bytes_done": c.size("done") + c.size("skipped"),
+        "options": json.loads(job.options.to_json()),
+    }
+
+
+def _progress(d: dict[str, Any]) -> str:
+    total = f"{d['files_total']:,}" + ("" if d["planned"] else "+")
+    return f"{d['files_done'] + d['files_skipped']:,}/{total}"
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    store = _store()
+    rows = [_job_dict(store, j) for j in store.jobs()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        print("The queue is empty.")
+        return EXIT_OK
+    print(f"{'JOB':>4}  {'STATE':9}  {'FILES':>13}  {'SIZE':>10}  {'FAILED':>6}  TRANSFER")
+    for d in rows:
+        src = d["sources"][0] + (f" (+{len(d['sources']) - 1})" if len(d["sources"]) > 1 else "")
+        print(f"{d['id']:>4}  {d['state']:9}  {_progress(d):>13}  {format_size(d['bytes_total']):>10}  "
+              f"{d['files_failed']:>6}  {tc.escape_name(src)} -> {tc.escape_name(d['destination'])}")
+        if d["message"]:
+            print(f"{'':>6}{d['message']}")
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    store = _store()
+    job = store.job(args.job)
+    if args.manifest is not None:
+        n = tc.write_manifest(store, job.id, args.manifest)
+        if args.manifest != "-":
+            sys.stderr.write(f"Wrote {n:,} entries to {args.manifest}\n")
+        return EXIT_OK
+    d = _job_dict(store, job)
+    if args.json:
+        d["tasks"] = [
+            {"kind": t.kind, "path": t.rel, "source": t.src, "destination": t.dst, "state": t.state,
+             "verified": t.verified, "hash_algo": t.hash_algo, "hash": t.hash, "attempts": t.attempts,
+             "error": t.error}
+            for t in store.tasks(job.id)
+        ] if args.files else [
+            {"path": t.rel, "state": t.state, "error": t.error} for t in store.tasks(job.id, states=("failed",))
+        ]
+        print(json.dumps(d, indent=2))
+        return EXIT_OK
+    opts = job.options
+    print(f"Job {job.id}: {job.state}" + (f" — {job.message}" if job.message else ""))
+    print(f"  from:     {', '.join(tc.escape_name(s) for s in job.sources)}")
+    print(f"  to:       {tc.escape_name(job.dest)}")
+    print(f"  created:  {d['created']}")
+    print(f"  options:  verify {opts.verify}, on conflict {opts.on_conflict}"
+          + (", recursive" if opts.recursive else "")
+          + (f", bwlimit {format_size(opts.bwlimit)}/s" if opts.bwlimit else "")
+          + (f", window {opts.window}" if opts.window else "")
+          + (f", start at {datetime.fromtimestamp(opts.start_at):%Y-%m-%d %H:%M}" if opts.start_at else ""))
+    print(f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
+          f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}")
+    print(f"  size:     {format_size(d['bytes_done'])} of {format_size(d['bytes_total'])}")
+    verified: dict[str, int] = {}
+    for t in store.tasks(job.id, states=("done",), kinds=("file",)):
+        verified[t.verified or "?"] = verified.get(t.verified or "?", 0) + 1
+    if verified:
+        print("  verified: " + ", ".join(f"{n:,} {how}" for how, n in sorted(verified.items())))
+    shown = 0
+    for t in store.tasks(job.id, states=None if args.files else ("failed",)):
+        if not args.files and shown == 0:
+            print("  failures:")
+        if args.files:
+            print(f"  {t.state:9} {t.verified or '':22} {tc.escape_name(t.rel)}" + (f"  ({t.error})" if t.error else ""))
+        else:
+            print(f"    {tc.escape_name(t.rel)}: {t.error}")
+        shown += 1
+        if not args.files and shown >= 50:
+            print("    … ('ferry queue show --files' lists everything)")
+            break
+    return EXIT_OK
+
+
+def _targets(store: Store, args: argparse.Namespace, states: tuple[str, ...]) -> list[Job]:
+    if args.all:
+        return store.jobs(states)
+    if not args.jobs:
+        raise UsageError("Name the jobs (see 'ferry queue list'), or give --all")
+    return [store.job(j) for j in args.jobs]
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    store = _store()
+    code = EXIT_OK
+    for job in _targets(store, args, ("queued", "running")):
+        if job.state not in ("queued", "running"):
+            sys.stderr.write(f"ferry: job {job.id} is {job.state}; only queued or running jobs can be paused\n")
+            code = EXIT_FAILED
+            continue
+        store.set_job_state(job.id, "paused", "paused by you; 'ferry queue resume' continues it")
+        print(f"Paused job {job.id}" + (" (its runner stops within a second)" if job.runner_alive else ""))
+    return code
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    store = _store()
+    code = EXIT_OK
+    for job in _targets(store, args, ("paused",)):
+        if job.state != "paused":
+            sys.stderr.write(f"ferry: job {job.id} is {job.state}, not paused\n")
+            code = EXIT_FAILED
+            continue
+        store.set_job_state(job.id, "queued", None)
+        print(f"Resumed job {job.id}; 'ferry queue run' picks it up")
+    return code
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    store = _store()
+    code = EXIT_OK
+    for job in _targets(store, args, ("queued", "running", "paused")):
+        if job.state in ("done", "failed", "cancelled"):
+            sys.stderr.write(f"ferry: job {job.id} is already {job.state}\n")
+            code = EXIT_FAILED
+            continue
+        running = job.state == "running" and job.runner_alive
+        store.set_job_state(job.id, "cancelled", "cancelled by you")
+        if not running:
+            # No runner will clean up after it: remove partial files of interrupted tasks here.
+            try:
+                with BackendPool() as pool:
+                    dst = pool.get(parse_address(job.dest))
+                    for task in store.tasks(job.id, states=("queued", "running"), kinds=("file",)):
+                        remove_partial(dst, task)
+            except FerryError as exc:
+                sys.stderr.write(f"ferry: could not remove partial files of job {job.id}: {exc.message}\n")
+            store.cancel_open_tasks(job.id)
+        print(f"Cancelled job {job.id}")
+    return code
+
+
+def cmd_retry(args: argparse.Namespace) -> int:
+    store = _store()
+    total = 0
+    for job in _targets(store, args, ("failed", "cancelled", "paused")):
+        if args.on_conflict:
+            opts = job.options
+            opts.on_conflict = args.on_conflict
+            store.update_job_options(job.id, opts)
+        n = store.retry_failed(job.id, include_cancelled=job.state == "cancelled")
+        total += n
+        print(f"Job {job.id}: {n:,} file(s) queued again")
+    if total == 0 and not args.on_conflict:
+        print("Nothing to retry.")
+    return EXIT_OK
+
+
+def cmd_clear(args: argparse.Namespace) -> int:
+    store = _store()
+    states = ("done", "cancelled", "failed") if args.failed else ("done", "cancelled")
+    jobs = [j for j in store.jobs(states) if not args.jobs or j.id in args.jobs]
+    n = store.delete_jobs(j.id for j in jobs)
+    print(f"Removed {n} finished job(s) from the queue")
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = RunConfig(
+        parallel=args.parallel,
+        bwlimit=parse_size(args.bwlimit) if args.bwlimit else None,
+        window=parse_window(args.window) if args.window else None,
+        start_at=parse_start_at(args.start_at) if args.start_at else None,
+        job_ids=args.jobs or None,
+    )
+    store = _store()
+    for j in args.jobs:
+        store.job(j)  # unknown job -> clear error before anything starts
+    runner = Runner(store, config)
+    output = tc.Output(runner.accounting, as_json=args.json)
+    listener = tc.CliListener(output)
+    runner.listener = listener
+    tc.install_stop_handlers(runner)
+    started = time.monotonic()
+    output.start()
+    try:
+        summary = runner.run()
+    finally:
+        output.stop()
+    snap = runner.accounting.snapshot()
+    states = summary.jobs
+    ok = all(s == "done" for s in states.values())
+    code = EXIT_OK if ok and summary.stopped != "interrupted" else (
+        EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED)
+    if args.json:
+        output.emit({"event": "result", "jobs": {str(k): v for k, v in states.items()}, "stopped": summary.stopped,
+                     "exit_code": code, **tc.snapshot_dict(snap)})
+    else:
+        if not states:
+            sys.stderr.write("Nothing to run: the queue has no waiting jobs.\n")
+        else:
+            line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
+            why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(summary.stopped, "")
+            sys.stderr.write(f"{tc.summary_text('', snap, 'sha256').rsplit(';', 1)[0]}; {line}{why} "
+                             f"[{time.monotonic() - started:.1f}s]\n")
+    return code

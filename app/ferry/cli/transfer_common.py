@@ -1,0 +1,403 @@
+"""What ``ferry cp``, ``ferry queue add`` and ``ferry queue run`` share: options, job creation,
+the live progress line, JSON events, conflict questions on the terminal, manifests."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import datetime
+from types import FrameType
+from typing import IO, Any, TextIO
+
+from ferry.backends.registry import BackendPool
+from ferry.core.address import Address
+from ferry.core.errors import UsageError
+from ferry.core.hashing import VERIFY_MODES
+from ferry.core.progress import Accounting, Snapshot
+from ferry.core.schedule import parse_start_at, parse_window
+from ferry.core.units import format_duration, format_rate, format_size, parse_size
+from ferry.transfers.copy import Conflict
+from ferry.transfers.options import CONFLICT_HELP, CONFLICT_POLICIES, JobOptions
+from ferry.transfers.planner import Root, resolve_roots
+from ferry.transfers.scheduler import Runner
+from ferry.transfers.store import NewTask, Store, Task, TaskResult
+
+
+def add_job_options(p: argparse.ArgumentParser, *, timing: bool) -> None:
+    p.add_argument("-r", "-R", "--recursive", action="store_true", help="copy folders and their contents")
+    p.add_argument(
+        "--verify",
+        choices=VERIFY_MODES,
+        default="sha256",
+        help="how each file is checked: a checksum of the bytes sent compared with one of what "
+        "landed (sha256, blake3), sizes only, or nothing (default: sha256)",
+    )
+    p.add_argument(
+        "--on-conflict",
+        choices=CONFLICT_POLICIES,
+        default="ask",
+        metavar="POLICY",
+        help="when a file already exists: "
+        + "; ".join(f"{k}: {v}" for k, v in CONFLICT_HELP.items())
+        + " (default: ask)",
+    )
+    p.add_argument("--no-preserve-times", action="store_true", help="do not copy modification times")
+    if timing:
+        add_timing_options(p)
+
+
+def add_timing_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--window", metavar="HH:MM-HH:MM", help="run only inside this daily time window, e.g. 20:00-07:00")
+    p.add_argument("--start-at", metavar="HH:MM", help="do not start before this time (today or tomorrow), or an ISO date")
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--parallel", "-j", type=_positive_int, default=4, metavar="N",
+                   help="files transferred at once (default: 4)")
+    p.add_argument("--bwlimit", metavar="RATE", help="bandwidth limit for the whole run, e.g. 50M (bytes/s, binary units)")
+    p.add_argument("--json", action="store_true", help="print machine-readable progress and results (JSON lines)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= n <= 256:
+        raise argparse.ArgumentTypeError("must be between 1 and 256")
+    return n
+
+
+def job_options(args: argparse.Namespace, *, bwlimit: str | None = None) -> JobOptions:
+    window = getattr(args, "window", None)
+    start_at = getattr(args, "start_at", None)
+    return JobOptions(
+        recursive=args.recursive,
+        verify=args.verify,
+        on_conflict=args.on_conflict,
+        bwlimit=parse_size(bwlimit) if bwlimit else None,
+        window=str(parse_window(window)) if window else None,
+        start_at=parse_start_at(start_at).timestamp() if start_at else None,
+        preserve_mtime=not args.no_preserve_times,
+    )
+
+
+def canonical(address: Address) -> str:
+    """How a job records an address: sites resolved, so renaming a site never redirects a queued job."""
+    if address.is_local:
+        return address.path
+    return str(replace(address, site=None, trailing_slash=False))
+
+
+def resolve(text: str) -> Address:
+    from ferry.credentials.sites import resolve_address
+
+    return resolve_address(text)
+
+
+def prepare_job(
+    sources: list[str], dest: str, recursive: bool, pool: BackendPool
+) -> tuple[list[Address], Address, list[Root]]:
+    """Parse and validate a copy request; raises UsageError (and changes nothing) if it is bad."""
+    if not sources:
+        raise UsageError("Give at least one source and a destination")
+    src_addrs = [resolve(s) for s in sources]
+    dst_addr = resolve(dest)
+    if len({a.endpoint for a in src_addrs}) > 1:
+        raise UsageError("All sources of one job must be on the same site; queue one job per site")
+    roots = resolve_roots(src_addrs, dst_addr, pool, recursive=recursive)
+    return src_addrs, dst_addr, roots
+
+
+def create_job(
+    store: Store, srcs: list[Address], dest: Address, roots: list[Root], options: JobOptions, **kw: Any
+) -> int:
+    return store.create_job(
+        [canonical(a) for a in srcs],
+        canonical(dest),
+        options,
+        [(r.src.path, r.dst_path, r.rel) for r in roots],
+        **kw,
+    )
+
+
+# ---------------------------------------------------------------- output
+
+
+def escape_name(name: str) -> str:
+    """One line per name: control characters shown as escapes, as ``ls -b`` does."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _bar(fraction: float, width: int = 24) -> str:
+    filled = int(fraction * width)
+    return "[" + "=" * filled + (">" if filled < width else "") + " " * max(0, width - filled - 1) + "]"
+
+
+def progress_line(s: Snapshot) -> str:
+    total = format_size(s.bytes_total) + ("+" if s.planning else "")
+    files = f"{s.files_done:,}/{s.files_total:,}{'+' if s.planning else ''} files"
+    parts = [
+        _bar(s.fraction),
+        f"{s.fraction * 100:5.1f}%",
+        f"{format_size(s.bytes_done)}/{total}",
+        files,
+        format_rate(s.speed),
+        f"ETA {format_duration(s.eta)}" if not s.planning else "planning…",
+    ]
+    if s.files_failed:
+        parts.append(f"{s.files_failed} failed")
+    return "  ".join(parts)
+
+
+class Output:
+    """Progress on the terminal (a redrawn line on stderr) or JSON lines on stdout."""
+
+    def __init__(self, accounting: Accounting, *, as_json: bool, out: TextIO | None = None,
+                 err: TextIO | None = None) -> None:
+        self.accounting = accounting
+        self.as_json = as_json
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.live = not as_json and self.err.isatty()
+        self.lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._line_len = 0
+        self.problems: list[str] = []
+        self.quiet_until_done = False
+
+    def start(self) -> None:
+        if self.live or self.as_json:
+            self._thread = threading.Thread(target=self._loop, name="ferry-progress", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.render(final=True)
+
+    def _loop(self) -> None:
+        interval = 0.25 if self.live else 1.0
+        while not self._stop.wait(interval):
+            self.render()
+
+    def render(self, final: bool = False) -> None:
+        snap = self.accounting.snapshot()
+        with self.lock:
+            if self.as_json:
+                self.emit({"event": "progress", **snapshot_dict(snap)})
+            elif self.live and not self.quiet_until_done:
+                line = progress_line(snap)
+                pad = " " * max(0, self._line_len - len(line))
+                self.err.write("\r" + line + pad + ("\n" if final else ""))
+                self.err.flush()
+                self._line_len = 0 if final else len(line)
+
+    def clear_line(self) -> None:
+        if self.live and self._line_len:
+            self.err.write("\r" + " " * self._line_len + "\r")
+            self._line_len = 0
+
+    def emit(self, obj: dict[str, Any]) -> None:
+        self.out.write(json.dumps(obj, ensure_ascii=False) + "\n")
+        self.out.flush()
+
+    def message(self, text: str) -> None:
+        with self.lock:
+            if self.as_json:
+                self.emit({"event": "message", "message": text})
+            else:
+                self.clear_line()
+                self.err.write(text + "\n")
+                self.err.flush()
+
+
+def snapshot_dict(s: Snapshot) -> dict[str, Any]:
+    return {
+        "bytes_done": s.bytes_done,
+        "bytes_total": s.bytes_total,
+        "files_done": s.files_done,
+        "files_total": s.files_total,
+        "files_failed": s.files_failed,
+        "files_skipped": s.files_skipped,
+        "planning": s.planning,
+        "speed": round(s.speed, 1),
+        "eta": None if s.eta is None else round(s.eta, 1),
+        "elapsed": round(s.elapsed, 3),
+    }
+
+
+class CliListener:
+    """Reports per-file problems as they happen, and every file as a JSON event with --json."""
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.states: dict[int, tuple[str, str | None]] = {}
+
+    def task_finished(self, job_id: int, task: Task | NewTask, result: TaskResult) -> None:
+        if self.output.as_json:
+            with self.output.lock:
+                self.output.emit({
+                    "event": "file",
+                    "job": job_id,
+                    "kind": task.kind,
+                    "path": task.rel,
+                    "source": task.src,
+                    "destination": result.dst or task.dst,
+                    "state": result.state,
+                    "verified": result.verified,
+                    "hash_algo": result.hash_algo,
+                    "hash": result.hash,
+                    "error": result.error,
+                })
+        elif result.state == "failed":
+            self.output.message(f"failed: {escape_name(task.rel)}: {escape_name(result.error or '')}")
+        elif result.state == "skipped" and result.error:
+            self.output.message(f"skipped: {escape_name(task.rel)}: {escape_name(result.error)}")
+
+    def job_changed(self, job_id: int, state: str, message: str | None) -> None:
+        self.states[job_id] = (state, message)
+        if self.output.as_json:
+            with self.output.lock:
+                self.output.emit({"event": "job", "job": job_id, "state": state, "message": message})
+        elif state == "paused" and message:
+            self.output.message(f"job {job_id} paused: {message}")
+
+    def waiting(self, until: datetime | None, why: str) -> None:
+        if until is not None:
+            self.output.message(f"{why} (until {until:%Y-%m-%d %H:%M})")
+
+
+class TerminalAsk:
+    """``--on-conflict ask`` on a terminal: one question per file, with answers for all of them."""
+
+    CHOICES = {
+        "o": "overwrite", "s": "skip", "r": "rename", "n": "newer", "d": "different", "c": "resume",
+    }
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self.lock = threading.Lock()
+        self.for_all: str | None = None
+
+    def __call__(self, conflict: Conflict) -> str:
+        with self.lock:
+            if self.for_all:
+                return self.for_all
+            with self.output.lock:
+                self.output.quiet_until_done = True
+                self.output.clear_line()
+                src, ex = conflict.source, conflict.existing
+                tty = open("/dev/tty", "r+")  # noqa: SIM115 - closed below
+                try:
+                    tty.write(
+                        f"\n{escape_name(conflict.display)} already exists\n"
+                        f"  existing: {format_size(ex.size)}, modified {_when(ex.mtime)}\n"
+                        f"  source:   {format_size(src.size)}, modified {_when(src.mtime)}\n"
+                        "[o]verwrite, [s]kip, [r]ename copy, [n]ewer only, [d]ifferent only, resume [c]; "
+                        "capital letter = same for all: "
+                    )
+                    tty.flush()
+                    while True:
+                        answer = tty.readline().strip()
+                        if answer and answer.lower() in self.CHOICES:
+                            break
+                        if not answer and tty.closed:
+                            return "skip"
+                        tty.write("Please answer o, s, r, n, d or c (capital for all): ")
+                        tty.flush()
+                finally:
+                    tty.close()
+                    self.output.quiet_until_done = False
+            policy = self.CHOICES[answer.lower()]
+            if answer.isupper():
+                self.for_all = policy
+            return policy
+
+
+def _when(dt: datetime | None) -> str:
+    return "unknown" if dt is None else dt.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def can_ask() -> bool:
+    try:
+        with open("/dev/tty"):
+            return sys.stdin.isatty()
+    except OSError:
+        return False
+
+
+def install_stop_handlers(runner: Runner) -> None:
+    """Ctrl+C and SIGTERM stop the run cleanly: partial files kept, tasks back in the queue."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        runner.stop("interrupted")
+
+    signal.signal(signal.SIGINT, handler)
+    if hasattr(signal, "SIGTERM"):
+        signal.signal(signal.SIGTERM, handler)
+
+
+# ---------------------------------------------------------------- manifests
+
+
+def manifest_lines(store: Store, job_id: int) -> Iterator[str]:
+    """``sha256sum -c``-compatible lines for what arrived, relative to the destination folder."""
+    for t in store.tasks(job_id, states=("done",), kinds=("file",)):
+        if not t.hash:
+            continue
+        rel = t.rel
+        dst_name = t.dst.replace(os.sep, "/").rsplit("/", 1)[-1]
+        rel_dir, _, rel_name = rel.rpartition("/")
+        if dst_name != rel_name:  # renamed by the conflict policy: name what is really there
+            rel = f"{rel_dir}/{dst_name}" if rel_dir else dst_name
+        if "\\" in rel or "\n" in rel or "\r" in rel:
+            esc = rel.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+            yield f"\\{t.hash}  {esc}\n"
+        else:
+            yield f"{t.hash}  {rel}\n"
+
+
+def write_manifest(store: Store, job_id: int, target: str) -> int:
+    job = store.job(job_id)
+    if job.options.hash_algo is None:
+        raise UsageError(f"Job {job_id} was verified by {job.options.verify}, so it has no checksums for a manifest")
+    out: IO[str]
+    count = 0
+    if target == "-":
+        for line in manifest_lines(store, job_id):
+            sys.stdout.write(line.encode("utf-8", "surrogateescape").decode("utf-8", "replace"))
+            count += 1
+        sys.stdout.flush()
+        return count
+    tmp = f"{target}.ferry-tmp"
+    with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="\n") as out:
+        for line in manifest_lines(store, job_id):
+            out.write(line)
+            count += 1
+    os.replace(tmp, target)
+    return count
+
+
+def summary_text(job_state: str, s: Snapshot, verify: str) -> str:
+    how = {"sha256": "sha256 checked", "blake3": "blake3 checked", "size": "sizes checked", "none": "not verified"}
+    copied = s.files_done - s.files_skipped
+    text = (
+        f"{copied:,} file(s) copied"
+        + (f", {s.files_skipped:,} skipped" if s.files_skipped else "")
+        + (f", {s.files_failed:,} failed" if s.files_failed else "")
+        + f"; {format_size(s.bytes_done)} in {format_duration(s.elapsed)}"
+        + (f" ({format_rate(s.bytes_done / s.elapsed)})" if s.elapsed > 0 else "")
+        + f"; {how.get(verify, verify)}"
+    )
+    return text

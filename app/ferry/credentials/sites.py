@@ -1,0 +1,358 @@
+"""Saved sites: short names for base addresses, kept in ``sites.toml`` in Ferry's config folder.
+
+::
+
+    version = 1
+
+    [sites.hpc]
+    address = "sftp://alice@login.hpc.example.org/scratch/alice"
+    description = "Cluster scratch"
+
+    [sites.hpc.options]
+    identity_file = "~/.ssh/id_ed25519"
+
+``hpc:results/run1`` then means ``sftp://alice@login.hpc.example.org/scratch/alice/results/run1``.
+Options are free-form strings for the backend (``endpoint_url``, ``region``, ``identity_file``)
+and are never secrets: those live in the keychain (:mod:`ferry.credentials.keychain`), and option
+names that look like secrets are refused so a password cannot end up in this file by accident.
+
+The file is rewritten atomically (temporary file, fsync, ``os.replace``) with mode 0600 under a
+lock, so two ``ferry sites add`` at once cannot lose an entry and a crash never leaves half a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import tomllib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import tomli_w
+
+from ferry.core import dirs
+from ferry.core.address import _SITE_RE, Address, SiteResolver, parse_address
+from ferry.core.errors import FerryError, UsageError, from_oserror
+
+FILE_NAME = "sites.toml"
+FORMAT_VERSION = 1
+
+# Same alphabet as the NAME in core.address's NAME:path form, at least two characters (one letter
+# before a colon is a Windows drive), bounded so a name fits in a keychain entry and a table column.
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{1,63}$")
+_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_SECRET_WORDS = ("password", "passwd", "secret", "token", "passphrase", "credential")
+_HEADER = (
+    "# Ferry's saved sites, written by 'ferry sites' (hand edits are fine).\n"
+    "# Passwords and keys are never kept here: they live in the system keychain.\n\n"
+)
+
+
+@dataclass(frozen=True)
+class Site:
+    """A saved site. ``address`` is the base address as text, in a form that does not depend on
+    the current folder (relative local paths are made absolute when the site is added)."""
+
+    name: str
+    address: str
+    description: str = ""
+    options: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    def base_address(self) -> Address:
+        """The parsed base address, tagged with this site's name."""
+        from dataclasses import replace
+
+        return replace(_parse_base(self.address), site=self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "address": self.address,
+            "description": self.description,
+            "options": dict(self.options),
+        }
+
+
+def validate_name(name: str) -> str:
+    if not _NAME_RE.match(name):
+        raise UsageError(
+            f"Invalid site name {name!r}: use 2-64 letters, digits, '_', '.', '@' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def _parse_base(text: str) -> Address:
+    """Parse a site's base address: every form except another ``NAME:path``."""
+    if "://" not in text:
+        m = _SITE_RE.match(text)
+        if m and len(m.group("name")) > 1 and os.sep not in m.group("name"):
+            raise UsageError(
+                f"A site's address cannot be another site or alias ({text!r}); give a path or URL "
+                f"(write ./{text} for a local name with a colon)"
+            )
+    # No resolver: a site is never defined in terms of another one.
+    return parse_address(text, sites=None)
+
+
+def normalize_address(text: str) -> str:
+    """The text to save for a base address: URLs as typed, local paths absolute (cwd-independent)."""
+    text = text.strip()
+    address = _parse_base(text)
+    if address.is_local:
+        return address.path
+    return text
+
+
+def _validate_options(options: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in options.items():
+        if not isinstance(key, str) or not _OPTION_RE.match(key):
+            raise UsageError(
+                f"Invalid option name {key!r}: use letters, digits, '_' or '-', starting with a letter"
+            )
+        if any(word in key.lower() for word in _SECRET_WORDS):
+            raise UsageError(
+                f"Option '{key}' looks like a secret, and options are saved in plain text; "
+                "store passwords in the keychain instead (ferry sites add NAME ADDRESS --password)"
+            )
+        if not isinstance(value, str):
+            raise UsageError(f"Option '{key}' must be text, not {type(value).__name__}")
+        out[key] = value
+    return out
+
+
+class SiteStore:
+    """The saved sites in one ``sites.toml`` (by default the one in Ferry's config folder).
+
+    The default path is looked up on every use, so ``FERRY_CONFIG_DIR`` set later still applies.
+    """
+
+    def __init__(self, path: Path | str | None = None) -> None:
+        self._path = Path(path) if path is not None else None
+
+    @property
+    def path(self) -> Path:
+        return self._path if self._path is not None else dirs.config_dir() / FILE_NAME
+
+    # -- reading --
+    def load(self) -> dict[str, Site]:
+        """All sites by name; an absent file means none. Malformed files raise UsageError."""
+        path = self.path
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        except OSError as exc:
+            raise from_oserror(exc, str(path)) from exc
+        return _parse_file(raw, path)
+
+    def list(self) -> list[Site]:
+        return sorted(self.load().values(), key=lambda s: (s.name.lower(), s.name))
+
+    def get(self, name: str) -> Site | None:
+        """The named site, or None if there is no such site."""
+        return self.load().get(name)
+
+    def resolver(self) -> SiteResolver:
+        """A ``name -> Address | None`` function for :func:`ferry.core.address.parse_address`.
+
+        The file is read on the first lookup only, so commands that never name a site do not
+        fail on a broken ``sites.toml``, and a command that names many reads it once.
+        """
+        cache: dict[str, Site] | None = None
+
+        def resolve(name: str) -> Address | None:
+            nonlocal cache
+            if cache is None:
+                cache = self.load()
+            site = cache.get(name)
+            return site.base_address() if site is not None else None
+
+        return resolve
+
+    # -- changing --
+    def add(
+        self,
+        name: str,
+        address: str,
+        options: Mapping[str, str] | None = None,
+        replace: bool = False,
+        description: str = "",
+    ) -> Site:
+        """Save a site; a taken name is an error unless ``replace``."""
+        site = Site(
+            name=validate_name(name),
+            address=normalize_address(address),
+            description=description,
+            options=MappingProxyType(_validate_options(options or {})),
+        )
+        with self._locked():
+            sites = self.load()
+            if name in sites and not replace:
+                raise UsageError(
+                    f"A site named '{name}' already exists ({sites[name].address}); "
+                    "use --replace to change it, or choose another name"
+                )
+            sites[name] = site
+            self._save(sites)
+        return site
+
+    def remove(self, name: str) -> Site:
+        """Forget a site; an unknown name is an error that lists the known ones."""
+        with self._locked():
+            sites = self.load()
+            if name not in sites:
+                known = ", ".join(sorted(sites)) if sites else "none saved yet"
+                raise UsageError(f"No site named '{name}' (known sites: {known})")
+            site = sites.pop(name)
+            self._save(sites)
+        return site
+
+    def _save(self, sites: Mapping[str, Site]) -> None:
+        doc: dict[str, Any] = {"version": FORMAT_VERSION, "sites": {}}
+        for name in sorted(sites):
+            site = sites[name]
+            table: dict[str, Any] = {"address": site.address}
+            if site.description:
+                table["description"] = site.description
+            if site.options:
+                table["options"] = dict(sorted(site.options.items()))
+            doc["sites"][name] = table
+        data = (_HEADER + tomli_w.dumps(doc)).encode("utf-8")
+        path = self.path
+        dirs.ensure_private_dir(path.parent)
+        _atomic_write(path, data)
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Serialize read-modify-write between processes (POSIX advisory lock on a side file)."""
+        try:
+            import fcntl
+        except ImportError:  # Windows: last writer wins, still never a torn file
+            yield
+            return
+        path = self.path
+        dirs.ensure_private_dir(path.parent)
+        lock_path = path.with_name(path.name + ".lock")
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise from_oserror(exc, str(lock_path)) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            if hasattr(os, "fchmod"):
+                os.fchmod(fd, 0o600)  # exact, whatever the umask
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise from_oserror(exc, str(path)) from exc
+    # Make the rename itself durable (POSIX; directories cannot be opened on Windows).
+    with contextlib.suppress(OSError, AttributeError):
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+_LINE_RE = re.compile(r"\(at line (\d+), column (\d+)\)")
+
+
+def _parse_file(raw: bytes, path: Path) -> dict[str, Site]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}, line {line}: not valid UTF-8 text") from None
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        # Python 3.11's TOMLDecodeError has no lineno attribute; its message ends "(at line L, column C)".
+        msg = str(exc)
+        m = _LINE_RE.search(msg)
+        reason = _LINE_RE.sub("", msg).strip()
+        where = f"{path}, line {m.group(1)}" if m else str(path)
+        raise UsageError(f"{where}: malformed TOML ({reason})") from None
+
+    def fail(reason: str, site: str | None = None) -> FerryError:
+        line = _line_of_site(text, site) if site is not None else None
+        where = f"{path}, line {line}" if line else str(path)
+        return UsageError(f"{where}: {reason}")
+
+    version = doc.get("version", FORMAT_VERSION)
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise fail(f"unsupported version {version!r} (this Ferry understands {FORMAT_VERSION})")
+    table = doc.get("sites", {})
+    if not isinstance(table, dict):
+        raise fail("'sites' must be a table of [sites.NAME] sections")
+    out: dict[str, Site] = {}
+    for name, entry in table.items():
+        if not _NAME_RE.match(name):
+            raise fail(f"invalid site name {name!r}", name)
+        if not isinstance(entry, dict):
+            raise fail(f"site '{name}' must be a [sites.{name}] table", name)
+        address = entry.get("address")
+        if not isinstance(address, str) or not address:
+            raise fail(f"site '{name}' has no address = \"...\"", name)
+        description = entry.get("description", "")
+        if not isinstance(description, str):
+            raise fail(f"site '{name}': description must be text", name)
+        options = entry.get("options", {})
+        if not isinstance(options, dict):
+            raise fail(f"site '{name}': options must be a table of text values", name)
+        unknown = set(entry) - {"address", "description", "options"}
+        if unknown:
+            raise fail(f"site '{name}': unknown setting(s) {', '.join(sorted(unknown))}", name)
+        try:
+            _parse_base(address)
+            opts = _validate_options(options)
+        except UsageError as exc:
+            raise fail(f"site '{name}': {exc.message}", name) from None
+        out[name] = Site(name, address, description, MappingProxyType(opts))
+    return out
+
+
+def _line_of_site(text: str, name: str) -> int | None:
+    """The line of the ``[sites.NAME]`` header (or first ``[sites.NAME.*]``), for error messages.
+
+    Each header line is itself a valid TOML document, so tomllib does the key unquoting for us.
+    """
+    for i, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped.startswith("["):
+            continue
+        try:
+            doc = tomllib.loads(stripped)
+        except tomllib.TOMLDecodeError:
+            continue
+        sites = doc.get("sites")
+        if isinstance(sites, dict) and name in sites:
+            return i
+    return None
+
+
+def resolve_address(text: str) -> Address:
+    """Parse what the user typed, resolving ``NAME:path`` through the saved sites."""
+    return parse_address(text, sites=SiteStore().resolver())

@@ -1,0 +1,1 @@
+"""The transfer engine: options, planner, queue store, scheduler, per-file copy and verification."""

@@ -1,0 +1,352 @@
+"""One task, start to finish: conflict policy, the byte stream, verification, atomic commit.
+
+Per file the strategy is (after rclone's ``operations.Copy``):
+
+* both ends the same endpoint with a kernel/server copy, and no checksum asked: let it copy;
+* otherwise stream: read the source once, hash those same bytes as they pass (never a second read
+  of the source just to hash it), write to a partial file; the destination is checked by an
+  independent means (read-back of what landed, or the server's own checksum), sizes always.
+
+A mismatch retries the file once from zero, then fails it loudly. The file appears under its
+final name only after verification, by an atomic rename that never replaces a file the policy
+says to keep.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from ferry.backends.base import Backend, Entry, Kind, temp_name
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import (
+    AlreadyExists,
+    ChecksumMismatch,
+    FerryError,
+    NotFound,
+    Transient,
+    Unsupported,
+)
+from ferry.core.hashing import new_hasher
+from ferry.core.progress import Accounting
+from ferry.transfers.bandwidth import Limiters
+from ferry.transfers.options import JobOptions
+from ferry.transfers.store import Task
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """What the person is asked when ``--on-conflict ask`` meets an existing file."""
+
+    task: Task
+    source: Entry
+    existing: Entry
+    display: str
+
+
+AskFn = Callable[[Conflict], str]  # returns a policy name other than "ask"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    state: str  # done or skipped
+    verified: str
+    hash_algo: str | None = None
+    hash: str | None = None
+    dst: str | None = None  # set when the policy renamed the destination
+
+
+@dataclass
+class CopyContext:
+    src: Backend
+    dst: Backend
+    options: JobOptions
+    accounting: Accounting
+    limiters: Limiters
+    ask: AskFn | None = None
+
+
+def run_task(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
+    if task.kind == "dir":
+        return _make_dir(task, ctx)
+    if task.kind == "link":
+        return _make_link(task, ctx, cancel)
+    if task.kind == "file":
+        return _copy_file(task, ctx, cancel)
+    raise Unsupported(f"Cannot transfer a {task.kind}")
+
+
+def _stat_or_none(backend: Backend, path: str) -> Entry | None:
+    try:
+        return backend.stat(path)
+    except NotFound:
+        return None
+
+
+def _make_dir(task: Task, ctx: CopyContext) -> Outcome:
+    existing = _stat_or_none(ctx.dst, task.dst)
+    if existing is not None and not existing.is_dir:
+        raise AlreadyExists(f"A file is in the way of folder {ctx.dst.display(task.dst)}")
+    if existing is None:
+        ctx.dst.mkdir(task.dst, parents=True, exist_ok=True)
+    return Outcome("done", "folder")
+
+
+def _unique_name(backend: Backend, path: str) -> str:
+    folder, name = backend.split(path)
+    stem, ext = os.path.splitext(name)
+    if stem.startswith(".") and not ext:
+        stem, ext = name, ""
+    for i in range(1, 10_000):
+        candidate = backend.join(folder, f"{stem} ({i}){ext}")
+        if _stat_or_none(backend, candidate) is None:
+            return candidate
+    raise AlreadyExists(f"No free name for {backend.display(path)}")
+
+
+def _mtime_close(a: datetime | None, b: datetime | None, tolerance: float) -> bool:
+    if a is None or b is None:
+        return False
+    return abs((a - b).total_seconds()) <= tolerance
+
+
+def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str:
+    """Apply the conflict policy: returns skip, overwrite, rename or resume."""
+    policy = ctx.options.on_conflict
+    if policy == "ask":
+        if ctx.ask is None:
+            raise AlreadyExists(
+                f"{ctx.dst.display(existing.path)} exists and no one is there to ask "
+                "(retry with --on-conflict skip|overwrite|newer|different|rename|resume)"
+            )
+        policy = ctx.ask(Conflict(task, source, existing, ctx.dst.display(existing.path)))
+    tolerance = max(ctx.src.capabilities.mtime_precision, ctx.dst.capabilities.mtime_precision)
+    if policy == "newer":
+        newer = (
+            source.mtime is not None
+            and existing.mtime is not None
+            and (source.mtime - existing.mtime).total_seconds() > tolerance
+        )
+        return "overwrite" if newer else "skip"
+    if policy == "different":
+        same = source.size == existing.size and _mtime_close(source.mtime, existing.mtime, tolerance)
+        return "skip" if same else "overwrite"
+    if policy == "resume":
+        if (
+            existing.kind is Kind.FILE
+            and existing.size is not None
+            and source.size is not None
+            and existing.size < source.size
+            and ctx.dst.capabilities.resume_write
+        ):
+            return "resume"
+        same = source.size == existing.size and _mtime_close(source.mtime, existing.mtime, tolerance)
+        return "skip" if same else "overwrite"
+    if policy in ("skip", "overwrite", "rename"):
+        return policy
+    raise AlreadyExists(f"Unknown conflict decision {policy!r}")
+
+
+def _skip(ctx: CopyContext, source: Entry, why: str) -> Outcome:
+    ctx.accounting.file_finished("skipped", source.size or 0)
+    return Outcome("skipped", why)
+
+
+def _make_link(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
+    target = task.extra or ""
+    dst = task.dst
+    existing = _stat_or_none(ctx.dst, dst)
+    if existing is not None:
+        if existing.kind is Kind.LINK and existing.link_target == target:
+            return Outcome("done", "link (already there)")
+        source = ctx.src.stat(task.src)
+        decision = _decide(task, ctx, source, existing)
+        if decision == "skip":
+            return Outcome("skipped", "skipped: destination exists")
+        if decision == "rename":
+            dst = _unique_name(ctx.dst, dst)
+        elif existing.is_dir:
+            raise AlreadyExists(f"A folder is in the way of link {ctx.dst.display(dst)}")
+        else:
+            ctx.dst.remove(dst)
+    ctx.dst.symlink(target, dst)
+    return Outcome("done", "link", dst=dst if dst != task.dst else None)
+
+
+def _verify_existing(task: Task, ctx: CopyContext, source: Entry, existing: Entry, cancel: CancelToken) -> Outcome:
+    """After a crash, a task may already have been renamed into place: check it rather than redo it."""
+    algo = ctx.options.hash_algo
+    if algo is None:
+        ctx.accounting.file_finished("skipped", source.size or 0)
+        return Outcome("done", "size only (finished before restart)")
+    src_hash = ctx.src.hash(source.path, algo, cancel) if algo in ctx.src.capabilities.hashes else None
+    dst_hash = ctx.dst.hash(existing.path, algo, cancel) if algo in ctx.dst.capabilities.hashes else None
+    if src_hash is None or src_hash != dst_hash:
+        raise ChecksumMismatch(f"{ctx.dst.display(existing.path)} differs from its source after restart")
+    ctx.accounting.file_finished("skipped", source.size or 0)
+    return Outcome("done", f"{algo} match (checked after restart)", algo, src_hash)
+
+
+def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
+    try:
+        source = ctx.src.stat(task.src)
+    except NotFound:
+        raise NotFound(f"Source vanished: {ctx.src.display(task.src)}") from None
+    if not source.is_file:
+        raise Unsupported(f"{ctx.src.display(task.src)} is no longer a regular file")
+
+    dst = task.dst
+    overwrite = False
+    resume = ctx.dst.capabilities.resume_write
+    existing = _stat_or_none(ctx.dst, dst)
+    if existing is not None:
+        if existing.is_dir:
+            raise AlreadyExists(f"A folder is in the way of {ctx.dst.display(dst)}")
+        tolerance = max(ctx.src.capabilities.mtime_precision, ctx.dst.capabilities.mtime_precision)
+        if task.interrupted and existing.size == source.size and _mtime_close(existing.mtime, source.mtime, tolerance):
+            return _verify_existing(task, ctx, source, existing, cancel)
+        decision = _decide(task, ctx, source, existing)
+        if decision == "skip":
+            return _skip(ctx, source, "skipped: destination exists")
+        if decision == "rename":
+            dst = _unique_name(ctx.dst, dst)
+        elif decision == "overwrite":
+            overwrite = True
+        elif decision == "resume":
+            # Adopt the shorter existing file as our partial file; it is verified as a whole.
+            folder, name = ctx.dst.split(dst)
+            ctx.dst.rename(dst, ctx.dst.join(folder, temp_name(name, str(task.id))), overwrite=True)
+
+    try:
+        outcome = _transfer(task, ctx, source, dst, overwrite, resume, cancel)
+    except ChecksumMismatch:
+        # Once more from zero: a flipped bit in transit should not fail an overnight run.
+        outcome = _transfer(task, ctx, source, dst, overwrite, False, cancel)
+    ctx.accounting.file_finished("done")
+    return outcome if dst == task.dst else Outcome(outcome.state, outcome.verified, outcome.hash_algo,
+                                                   outcome.hash, dst)
+
+
+def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None):  # type: ignore[no-untyped-def]
+    try:
+        return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback)
+    except NotFound:
+        # The planner emits folders first, but workers run in parallel: make the parent here.
+        ctx.dst.mkdir(ctx.dst.split(dst)[0], parents=True, exist_ok=True)
+        return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback)
+
+
+def _transfer(
+    task: Task, ctx: CopyContext, source: Entry, dst: str, overwrite: bool, resume: bool, cancel: CancelToken
+) -> Outcome:
+    opts = ctx.options
+    algo = opts.hash_algo
+    readback = algo if algo and ctx.dst.capabilities.readback else None
+    size = source.size or 0
+    writer = _open_writer(ctx, dst, source, str(task.id), resume, readback)
+    if writer.offset > size:  # a partial longer than the source: the source changed; start over
+        writer.abort(keep_partial=False)
+        writer = _open_writer(ctx, dst, source, str(task.id), False, readback)
+    counted = 0
+
+    def on_bytes(n: int) -> None:
+        nonlocal counted
+        counted += n
+        ctx.accounting.add_bytes(n)
+
+    try:
+        with writer:
+            copied = writer.offset
+            same_endpoint = ctx.src.endpoint == ctx.dst.endpoint
+            server_copy = getattr(ctx.src, "server_copy", None)
+            if algo is None and same_endpoint and ctx.src.capabilities.server_side_copy and server_copy:
+                on_bytes(writer.offset)
+                before = counted
+                server_copy(source.path, writer, _limited(on_bytes, ctx, cancel), cancel)
+                copied += counted - before
+                src_hash = None
+            else:
+                hasher = new_hasher(algo) if algo else None
+                chunk = ctx.limiters.chunk_hint(CHUNK) if ctx.limiters else CHUNK
+                buf = bytearray(chunk)
+                view = memoryview(buf)
+                start = writer.offset
+                if start and (hasher is not None or not ctx.src.capabilities.range_read):
+                    # Resuming: the prefix already on the destination still has to enter the hash.
+                    with ctx.src.open_read(source.path, 0, start) as f:
+                        got = 0
+                        while got < start:
+                            cancel.check()
+                            n = f.readinto(view[: min(chunk, start - got)])  # type: ignore[attr-defined]
+                            if not n:
+                                break
+                            if hasher is not None:
+                                hasher.update(view[:n])
+                            got += n
+                    if got != start:
+                        raise Transient(f"Source shrank while resuming: {ctx.src.display(source.path)}")
+                on_bytes(start)
+                with ctx.src.open_read(source.path, start) as f:
+                    readinto = f.readinto  # type: ignore[attr-defined]
+                    write = writer.write
+                    limiters = ctx.limiters
+                    while True:
+                        cancel.check()
+                        n = readinto(view)
+                        if not n:
+                            break
+                        chunk_view = view[:n]
+                        if hasher is not None:
+                            hasher.update(chunk_view)
+                        if limiters:
+                            limiters.consume(n, cancel)
+                        write(chunk_view)
+                        copied += n
+                        on_bytes(n)
+                src_hash = hasher.hexdigest() if hasher is not None else None
+            dst_hash = writer.finish()
+            if copied != size:
+                raise Transient(
+                    f"Source changed size during the copy ({size} -> {copied} bytes): {ctx.src.display(source.path)}"
+                )
+            if algo is not None:
+                if dst_hash is None:
+                    verified = "size only"
+                elif dst_hash != src_hash:
+                    writer.abort(keep_partial=False)
+                    raise ChecksumMismatch(
+                        f"Checksum mismatch for {ctx.dst.display(dst)}: {algo} of the source {src_hash}, "
+                        f"destination {dst_hash}"
+                    )
+                else:
+                    verified = f"{algo} match"
+            else:
+                verified = "size only" if opts.verify == "size" else "none"
+            writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
+    except BaseException:
+        ctx.accounting.add_bytes(-counted)  # progress that rewinds rather than lies
+        raise
+    if opts.verify != "none":
+        landed = _stat_or_none(ctx.dst, dst)
+        if landed is None or landed.size != size:
+            if landed is not None:
+                ctx.dst.remove(dst)  # ours, just written, and wrong: never leave it under the final name
+            raise ChecksumMismatch(
+                f"{ctx.dst.display(dst)} has {landed.size if landed else 'no'} bytes after the copy, expected {size}"
+            )
+    return Outcome("done", verified, algo, src_hash)
+
+
+def _limited(on_bytes: Callable[[int], None], ctx: CopyContext, cancel: CancelToken) -> Callable[[int], None]:
+    if not ctx.limiters:
+        return on_bytes
+
+    def both(n: int) -> None:
+        ctx.limiters.consume(n, cancel)
+        on_bytes(n)
+
+    return both

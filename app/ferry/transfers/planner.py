@@ -1,0 +1,212 @@
+"""Turning "copy these sources to that destination" into file tasks, lazily.
+
+:func:`resolve_roots` checks the request up front (missing source, folder without ``-r``,
+destination inside the source, several sources onto a file, unwritable destination) so bad input
+fails before anything changes. :func:`expand` then walks each source depth-first and yields
+tasks as it goes, so a million-file tree starts transferring before the walk ends and is never
+held in memory at once.
+
+Symbolic links are copied as links and never followed, so nothing outside the tree is read and a
+link loop cannot trap the walk; a folder reached twice (bind mounts) is skipped the second time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ferry.backends.base import Backend, Entry, Kind
+from ferry.backends.registry import BackendPool
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import FerryError, NotFound, UsageError, describe
+from ferry.transfers.store import NewTask
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def mtime_us(mtime: datetime | None) -> int | None:
+    return None if mtime is None else (mtime - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + timedelta(microseconds=us)
+
+
+def unsafe_reason(name: str) -> str | None:
+    """Why ``name`` cannot be one path component at the destination, or None if it can.
+
+    Remote listings can hold names like ``..``, ``a/b`` or absolute paths (S3 keys); joined
+    naively they would write outside the destination. Control characters other than NUL are
+    legal in local names and are kept (odd, but the user's data).
+    """
+    if name in ("", ".", ".."):
+        return f"unsafe name {name!r} would leave the destination folder"
+    if "/" in name or "\x00" in name or (os.sep != "/" and os.sep in name):
+        return f"unsafe name {name!r} contains a path separator or NUL"
+    return None
+
+
+@dataclass(frozen=True)
+class Root:
+    """One source and where it lands."""
+
+    src_backend: Backend
+    src: Entry
+    dst_backend: Backend
+    dst_path: str
+    rel: str  # the target's name relative to the folder it lands in (manifest paths)
+
+
+def _same_tree(a: Backend, b: Backend) -> bool:
+    return a.endpoint == b.endpoint
+
+
+def _inside(backend: Backend, child: str, parent: str) -> bool:
+    if backend.scheme == "local":
+        child, parent = os.path.realpath(child), os.path.realpath(parent)
+        return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+    parent = parent.rstrip("/")
+    return child == parent or child.startswith(parent + "/")
+
+
+def _nearest_existing(backend: Backend, path: str) -> Entry | None:
+    while True:
+        try:
+            return backend.stat(path)
+        except NotFound:
+            parent, _ = backend.split(path)
+            if parent == path or not parent:
+                return None
+            path = parent
+
+
+def resolve_roots(
+    sources: list[Address], dest: Address, pool: BackendPool, *, recursive: bool
+) -> list[Root]:
+    """Validate the request and decide each source's target path; raise UsageError if it is bad."""
+    if not sources:
+        raise UsageError("Nothing to copy: give at least one source")
+    dst_backend = pool.get(dest)
+    try:
+        dst_entry: Entry | None = dst_backend.stat(dest.path)
+    except NotFound:
+        dst_entry = None
+    if dst_entry is not None and dst_entry.kind is Kind.LINK and dest.is_local and os.path.isdir(dest.path):
+        dst_entry = dst_backend.stat(os.path.realpath(dest.path))  # a link to a folder is that folder
+    into = (dst_entry is not None and dst_entry.is_dir) or (
+        dst_entry is None and (len(sources) > 1 or dest.trailing_slash)
+    )
+    if dst_entry is not None and not dst_entry.is_dir and len(sources) > 1:
+        raise UsageError(f"Target {dest} is not a folder (several sources need a folder)")
+    if dst_entry is None or dst_entry.is_dir:
+        anchor = _nearest_existing(dst_backend, dest.path)
+        if anchor is not None and not anchor.is_dir:
+            raise UsageError(f"Cannot create {dest}: {dst_backend.display(anchor.path)} is not a folder")
+        if anchor is not None:
+            check_writable(dst_backend, anchor.path)
+
+    roots: list[Root] = []
+    for src in sources:
+        src_backend = pool.get(src)
+        try:
+            entry = src_backend.stat(src.path)
+        except NotFound:
+            raise UsageError(f"Source not found: {src}") from None
+        except FerryError as exc:
+            raise UsageError(f"Cannot read source {src}: {exc.message}") from None
+        if entry.is_dir and not recursive:
+            raise UsageError(f"{src} is a folder (use -r to copy folders)")
+        if entry.kind is Kind.SPECIAL:
+            raise UsageError(f"{src} is a {entry.meta.get('special', 'special file')}; only files, folders "
+                             "and links can be copied")
+        name = entry.name or src.name
+        if into:
+            reason = unsafe_reason(name)
+            if reason:
+                raise UsageError(f"Cannot copy {src}: {reason}")
+            target = dst_backend.join(dest.path, name)
+            rel = name
+        else:
+            target = dest.path
+            rel = dst_backend.split(dest.path)[1]
+            if entry.is_dir and dst_entry is not None and not dst_entry.is_dir:
+                raise UsageError(f"Cannot copy folder {src} onto file {dest}")
+        if _same_tree(src_backend, dst_backend):
+            if entry.is_dir and _inside(dst_backend, target, entry.path):
+                raise UsageError(f"Destination {dst_backend.display(target)} is inside the source {src}")
+            if not entry.is_dir and _inside(dst_backend, target, entry.path):
+                raise UsageError(f"{src} and {dst_backend.display(target)} are the same file")
+        roots.append(Root(src_backend, entry, dst_backend, target, rel))
+    return roots
+
+
+def check_writable(backend: Backend, folder: str) -> None:
+    if backend.scheme == "local" and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"Cannot write to {folder}: permission denied")
+
+
+def _task_for(entry: Entry, dst_backend: Backend, dst: str, rel: str) -> NewTask:
+    mt = mtime_us(entry.mtime)
+    if entry.kind is Kind.FILE:
+        return NewTask("file", entry.path, dst, rel, entry.size, mt)
+    if entry.kind is Kind.DIR:
+        return NewTask("dir", entry.path, dst, rel, None, mt)
+    if entry.kind is Kind.LINK:
+        if not dst_backend.capabilities.symlinks:
+            return NewTask("link", entry.path, dst, rel, None, mt, entry.link_target, state="skipped",
+                           error="symbolic link: the destination cannot store links")
+        if entry.link_target is None:
+            return NewTask("link", entry.path, dst, rel, None, mt, None, state="failed",
+                           error="symbolic link whose target cannot be read")
+        return NewTask("link", entry.path, dst, rel, None, mt, entry.link_target)
+    what = entry.meta.get("special", "special file")
+    return NewTask("special", entry.path, dst, rel, None, mt, what, state="skipped",
+                   error=f"{what}: special files are not copied")
+
+
+def expand(roots: list[Root], cancel: CancelToken | None = None) -> Iterator[NewTask]:
+    """Yield every task for ``roots``: folders before their contents, depth-first."""
+    for root in roots:
+        yield _task_for(root.src, root.dst_backend, root.dst_path, root.rel)
+        if root.src.is_dir:
+            yield from _walk(root, cancel)
+
+
+def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
+    src_b, dst_b = root.src_backend, root.dst_backend
+    seen: set[str] = set()
+    if src_b.scheme == "local":
+        seen.add(os.path.realpath(root.src.path))
+    stack: list[tuple[str, str, str]] = [(root.src.path, root.dst_path, root.rel)]
+    while stack:
+        src_dir, dst_dir, rel_dir = stack.pop()
+        subdirs: list[tuple[str, str, str]] = []
+        try:
+            entries = sorted(src_b.list(src_dir, cancel), key=lambda e: e.name)
+        except FerryError as exc:
+            if cancel is not None and cancel.cancelled:
+                raise
+            yield NewTask("dir", src_dir + "\x00unreadable", dst_dir, rel_dir, None, None, state="failed",
+                          error=f"Cannot list {src_b.display(src_dir)}: {describe(exc)}")
+            continue
+        for e in entries:
+            rel = f"{rel_dir}/{e.name}"
+            reason = unsafe_reason(e.name)
+            if reason:
+                yield NewTask("file", e.path, dst_dir, rel, e.size, None, state="skipped", error=reason)
+                continue
+            dst = dst_b.join(dst_dir, e.name)
+            if e.is_dir and src_b.scheme == "local":
+                real = os.path.realpath(e.path)
+                if real in seen:
+                    yield NewTask("dir", e.path, dst, rel, None, None, state="skipped",
+                                  error="folder already copied once (a loop through a mount)")
+                    continue
+                seen.add(real)
+            yield _task_for(e, dst_b, dst, rel)
+            if e.is_dir:
+                subdirs.append((e.path, dst, rel))
+        stack.extend(reversed(subdirs))

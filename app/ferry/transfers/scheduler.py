@@ -1,0 +1,568 @@
+"""The scheduler: feeds queued tasks from the store to worker threads and records what happened.
+
+One coordinator (the thread that calls :meth:`Runner.run`) owns every write to the store except
+the planners' batched inserts: it claims tasks in small batches, hands them to a pool of workers
+through a bounded queue, and writes their results back in batches, so a million small files do
+not mean a million transactions. Workers never touch the database.
+
+Limits: a global worker count (``--parallel``), per-endpoint semaphores (a backend's
+``max_connections``), token buckets for ``--bwlimit``. Transient errors retry with exponential
+backoff and jitter; permanent ones leave the task FAILED with a message and retryable; a full
+destination pauses the job. Pause, resume and cancel from another process (``ferry queue pause``)
+are seen within half a second through the store.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from ferry.backends.base import Backend, temp_name
+from ferry.backends.registry import BackendPool
+from ferry.core.address import parse_address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import (
+    Cancelled,
+    ChecksumMismatch,
+    FerryError,
+    NoSpace,
+    NotFound,
+    Transient,
+    describe,
+    error_kind,
+    from_oserror,
+)
+from ferry.core.progress import Accounting
+from ferry.core.schedule import Window, now_local, parse_window
+from ferry.transfers.bandwidth import Limiters, TokenBucket
+from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
+from ferry.transfers.planner import Root, expand, from_us
+from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
+
+log = logging.getLogger(__name__)
+
+TICK = 0.1
+POLL_JOBS = 0.5
+HEARTBEAT = 5.0
+
+
+class Listener(Protocol):
+    def task_finished(self, job_id: int, task: Task | NewTask, result: TaskResult) -> None: ...
+    def job_changed(self, job_id: int, state: str, message: str | None) -> None: ...
+    def waiting(self, until: datetime | None, why: str) -> None: ...
+
+
+class NullListener:
+    def task_finished(self, job_id: int, task: Task | NewTask, result: TaskResult) -> None:
+        pass
+
+    def job_changed(self, job_id: int, state: str, message: str | None) -> None:
+        pass
+
+    def waiting(self, until: datetime | None, why: str) -> None:
+        pass
+
+
+@dataclass
+class RunConfig:
+    parallel: int = 4
+    bwlimit: int | None = None
+    window: Window | None = None
+    start_at: datetime | None = None
+    job_ids: list[int] | None = None  # only these jobs (``ferry cp`` runs its own)
+    max_attempts: int = 5
+    backoff_base: float = 1.0
+    backoff_cap: float = 300.0
+    plan_batch: int = 1000
+
+
+@dataclass
+class RunSummary:
+    jobs: dict[int, str] = field(default_factory=dict)  # final state per job touched
+    stopped: str = ""  # why the run ended early: "interrupted", "window", or ""
+
+
+@dataclass
+class _JobRun:
+    job: Job
+    src: Backend
+    dst: Backend
+    ctx: CopyContext
+    cancel: CancelToken
+    window: Window | None
+    planner: threading.Thread | None = None
+    planner_error: BaseException | None = None
+    planned: bool = False
+    inflight: int = 0
+    stopping: str = ""  # pause, cancel, window, shutdown, no-space
+    stop_message: str | None = None
+    failed: int = 0
+    tokens: dict[int, CancelToken] = field(default_factory=dict)
+
+
+@dataclass
+class _Done:
+    run: _JobRun
+    task: Task
+    outcome: Outcome | None
+    error: BaseException | None
+
+
+class Runner:
+    def __init__(
+        self,
+        store: Store,
+        config: RunConfig,
+        *,
+        listener: Listener | None = None,
+        ask: AskFn | None = None,
+        pool: BackendPool | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.listener: Listener = listener or NullListener()
+        self.ask = ask
+        self.pool = pool or BackendPool()
+        self.accounting = Accounting()
+        self.runner = runner_id()
+        self._stop = CancelToken()
+        self._global_bucket = TokenBucket(config.bwlimit) if config.bwlimit else None
+        self._runs: dict[int, _JobRun] = {}
+        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(4, config.parallel * 2))
+        self._done: queue.Queue[_Done] = queue.Queue()
+        self._sems: dict[str, threading.Semaphore] = {}
+        self._sem_lock = threading.Lock()
+        self._workers: list[threading.Thread] = []
+        self._summary = RunSummary()
+
+    # ---- control from other threads ----
+    def stop(self, reason: str = "interrupted") -> None:
+        """Stop soon: running files keep their partial data and go back to the queue."""
+        self._summary.stopped = self._summary.stopped or reason
+        self._stop.cancel("shutdown")
+
+    # ---- main loop ----
+    def run(self) -> RunSummary:
+        self._workers = [
+            threading.Thread(target=self._worker, name=f"ferry-worker-{i}", daemon=True)
+            for i in range(max(1, self.config.parallel))
+        ]
+        for w in self._workers:
+            w.start()
+        try:
+            self._loop()
+        finally:
+            self._shutdown()
+        return self._summary
+
+    def _loop(self) -> None:
+        if self.config.start_at is not None:
+            self._wait_until(self.config.start_at, "waiting for the start time")
+        window = self.config.window
+        if window is not None and not window.contains(now_local()):
+            self._wait_until(window.next_open(now_local()), f"waiting for the time window {window}")
+        last_poll = last_beat = 0.0
+        buffered: list[tuple[_JobRun, Task]] = []
+        while not self._stop.cancelled:
+            now = time.monotonic()
+            if window is not None and not window.contains(now_local()):
+                self.stop("window")
+                break
+            if now - last_poll >= POLL_JOBS:
+                last_poll = now
+                self._poll_jobs()
+                self._admit_jobs()
+            if now - last_beat >= HEARTBEAT:
+                last_beat = now
+                self.store.heartbeat(self._runs, self.runner)
+            buffered = self._feed(buffered)
+            self._collect(TICK)
+            self._finish_jobs()
+            if not self._runs and not buffered:
+                wake = self._next_wake()
+                if wake is None:
+                    break
+                self._wait_until(wake, "waiting for a job's time window or start time")
+                last_poll = 0.0
+        # Hand back what we had buffered but not started.
+        self.store.unclaim(t.id for _, t in buffered)
+
+    def _wait_until(self, when: datetime, why: str) -> None:
+        self.listener.waiting(when, why)
+        while not self._stop.cancelled:
+            left = (when - now_local()).total_seconds()
+            if left <= 0:
+                break
+            self._stop.wait(min(left, 1.0))
+        self.listener.waiting(None, "")
+
+    def _next_wake(self) -> datetime | None:
+        """The next moment a waiting job can run, or None when the queue has nothing left for us."""
+        best: datetime | None = None
+        now = now_local()
+        for job in self._candidates():
+            when = self._job_ready_at(job, now)
+            if when is not None and (best is None or when < best):
+                best = when
+        if best is not None and self.config.window is not None:
+            closes = self.config.window.closes_at(now)
+            if closes is not None and best >= closes:
+                return None  # nothing can start before our own window ends
+        return best
+
+    # ---- jobs ----
+    def _candidates(self) -> list[Job]:
+        jobs = self.store.jobs(("queued", "running"))
+        if self.config.job_ids is not None:
+            wanted = set(self.config.job_ids)
+            jobs = [j for j in jobs if j.id in wanted]
+        return [j for j in jobs if j.id not in self._runs and (j.state == "queued" or not j.runner_alive
+                                                                 or j.runner == self.runner)]
+
+    def _job_ready_at(self, job: Job, now: datetime) -> datetime | None:
+        """When ``job`` may run: now, later (window/start time/retry backoff), or None if never."""
+        ready = now
+        if job.options.start_at:
+            ready = max(ready, datetime.fromtimestamp(job.options.start_at).astimezone())
+        if job.options.window:
+            ready = parse_window(job.options.window).next_open(ready)
+        if job.planned:
+            retry = self.store.next_retry_time([job.id])
+            if retry is None and not self.store.open_task_count(job.id):
+                return now  # only finishing left to do
+            if retry is not None and retry > time.time():
+                ready = max(ready, datetime.fromtimestamp(retry).astimezone())
+        return ready
+
+    def _admit_jobs(self) -> None:
+        now = now_local()
+        for job in self._candidates():
+            ready = self._job_ready_at(job, now)
+            if ready is None or ready > now:
+                continue
+            if not self.store.claim_job(job.id, self.runner):
+                continue
+            try:
+                self._start_job(self.store.job(job.id))
+            except FerryError as exc:
+                self._end_job_early(job.id, "failed", exc.message)
+
+    def _end_job_early(self, job_id: int, state: str, message: str) -> None:
+        self.store.release_job(job_id, state, message)
+        self._summary.jobs[job_id] = state
+        self.listener.job_changed(job_id, state, message)
+
+    def _start_job(self, job: Job) -> None:
+        # Jobs store canonical addresses (sites already resolved), so no site lookup is needed.
+        src = self.pool.get(parse_address(job.sources[0]))
+        dst = self.pool.get(parse_address(job.dest))
+        opts = job.options
+        bucket = TokenBucket(opts.bwlimit) if opts.bwlimit else None
+        ctx = CopyContext(src, dst, opts, self.accounting, Limiters(bucket, self._global_bucket), self.ask)
+        window = parse_window(opts.window) if opts.window else None
+        run = _JobRun(job, src, dst, ctx, CancelToken(self._stop), window)
+        self._runs[job.id] = run
+        counts = self.store.counts(job.id)
+        self.accounting.add_total(counts.files, counts.bytes)
+        self.accounting.add_finished(
+            files=counts.count("done") + counts.count("skipped"),
+            size=counts.size("done") + counts.size("skipped"),
+            failed=counts.count("failed"),
+        )
+        self.listener.job_changed(job.id, "running", None)
+        if job.planned:
+            run.planned = True
+        else:
+            run.planner = threading.Thread(target=self._plan, args=(run,), name=f"ferry-plan-{job.id}", daemon=True)
+            run.planner.start()
+        self._update_planning()
+
+    def _update_planning(self) -> None:
+        self.accounting.planning = any(not r.planned for r in self._runs.values())
+
+    def _plan(self, run: _JobRun) -> None:
+        """Walk the job's sources and insert tasks in batches (runs on its own thread)."""
+        try:
+            roots: list[Root] = []
+            for src_path, dst_path, rel in run.job.roots:
+                try:
+                    entry = run.src.stat(src_path)
+                except NotFound:
+                    self._record_planned(run, [NewTask("file", src_path, dst_path, rel, None, None, state="failed",
+                                                       error=f"Source not found: {run.src.display(src_path)}")])
+                    continue
+                roots.append(Root(run.src, entry, run.dst, dst_path, rel))
+            batch: list[NewTask] = []
+            last = time.monotonic()
+            for task in expand(roots, run.cancel):
+                batch.append(task)
+                # Small first batches so the first files start at once; bigger ones after.
+                if len(batch) >= self.config.plan_batch or time.monotonic() - last > 0.2:
+                    self._record_planned(run, batch)
+                    batch, last = [], time.monotonic()
+            self._record_planned(run, batch)
+            if not run.cancel.cancelled:
+                self.store.mark_planned(run.job.id)
+                run.planned = True
+        except Cancelled:
+            pass
+        except BaseException as exc:
+            run.planner_error = exc
+            log.exception("planning job %s failed", run.job.id)
+
+    def _record_planned(self, run: _JobRun, batch: list[NewTask]) -> None:
+        new = self.store.add_tasks(run.job.id, batch)
+        files = [t for t in new if t.kind == "file"]
+        self.accounting.add_total(len(files), sum(t.size or 0 for t in files))
+        for t in new:
+            if t.state != "queued":
+                res = TaskResult(0, t.state, 0, error_kind="skipped" if t.state == "skipped" else "error",
+                                 error=t.error)
+                if t.kind == "file":
+                    self.accounting.file_finished(t.state, t.size or 0)
+                if t.state == "failed":
+                    run.failed += 1
+                self.listener.task_finished(run.job.id, t, res)
+
+    def _poll_jobs(self) -> None:
+        """See pause/cancel requests from other processes (``ferry queue pause``)."""
+        if not self._runs:
+            return
+        for job in self.store.jobs():
+            run = self._runs.get(job.id)
+            if run is None or run.stopping:
+                continue
+            if job.state in ("paused", "cancelled"):
+                self._stop_job(run, "pause" if job.state == "paused" else "cancel", job.message)
+            elif run.window is not None and not run.window.contains(now_local()):
+                self._stop_job(run, "window", f"waiting for its time window {run.window}")
+
+    def _stop_job(self, run: _JobRun, reason: str, message: str | None) -> None:
+        run.stopping = reason
+        run.stop_message = message
+        run.cancel.cancel(reason)
+
+    def _finish_jobs(self) -> None:
+        for job_id, run in list(self._runs.items()):
+            if run.inflight:
+                continue
+            if run.stopping:
+                if run.planner is not None:
+                    run.planner.join()
+                self._release(run)
+                continue
+            if run.planner_error is not None:
+                self._release(run, "failed", f"Planning failed: {describe(run.planner_error)}")
+                continue
+            if not run.planned:
+                continue
+            if self.store.open_task_count(job_id):
+                continue
+            self._complete(run)
+        self._update_planning()
+
+    def _release(self, run: _JobRun, state: str | None = None, message: str | None = None) -> None:
+        job_id = run.job.id
+        del self._runs[job_id]
+        if state is None:
+            state, message = {
+                "pause": ("paused", run.stop_message),
+                "no-space": ("paused", run.stop_message),
+                "cancel": ("cancelled", run.stop_message or "cancelled"),
+                "window": ("queued", run.stop_message),
+                "shutdown": ("queued", "interrupted; 'ferry queue run' continues it"),
+            }[run.stopping]
+        if state == "cancelled":
+            self._remove_partials(run)
+            self.store.cancel_open_tasks(job_id)
+        self.store.release_job(job_id, state, message)
+        self._summary.jobs[job_id] = state
+        self.listener.job_changed(job_id, state, message)
+
+    def _remove_partials(self, run: _JobRun) -> None:
+        for task in self.store.tasks(run.job.id, states=("queued", "running"), kinds=("file",)):
+            remove_partial(run.dst, task)
+
+    def _complete(self, run: _JobRun) -> None:
+        job_id = run.job.id
+        if run.job.options.preserve_mtime and run.dst.capabilities.set_mtime:
+            # Folder times last, deepest first: writing into a folder changes its mtime.
+            for task in self.store.tasks(job_id, states=("done",), kinds=("dir",), order_desc=True):
+                mt = from_us(task.mtime_us)
+                if mt is not None:
+                    try:
+                        run.dst.set_mtime(task.dst, mt)
+                    except FerryError:
+                        pass
+        counts = self.store.counts(job_id)
+        failed = counts.count("failed") + _failed_non_files(self.store, job_id)
+        if failed:
+            self._release(run, "failed", f"{failed} item(s) failed; 'ferry queue retry {job_id}' tries them again")
+        else:
+            self._release(run, "done", None)
+
+    # ---- feeding and collecting ----
+    def _feed(self, buffered: list[tuple[_JobRun, Task]]) -> list[tuple[_JobRun, Task]]:
+        if not buffered:
+            active = [jid for jid, r in self._runs.items() if not r.stopping]
+            if active:
+                want = self._work.maxsize - self._work.qsize()
+                for task in self.store.claim_tasks(active, max(want, 0)):
+                    buffered.append((self._runs[task.job_id], task))
+        while buffered:
+            run, task = buffered[0]
+            if run.stopping:
+                self.store.unclaim([task.id])
+                buffered.pop(0)
+                continue
+            try:
+                self._work.put_nowait((run, task))
+            except queue.Full:
+                break
+            run.inflight += 1
+            buffered.pop(0)
+        return buffered
+
+    def _collect(self, timeout: float) -> None:
+        results: list[TaskResult] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                item = self._done.get(timeout=max(0.0, left)) if left > 0 else self._done.get_nowait()
+            except queue.Empty:
+                break
+            results.append(self._result(item))
+            item.run.inflight -= 1
+            if len(results) >= 500:
+                break
+        if results:
+            self.store.finish_tasks(results)
+
+    def _result(self, item: _Done) -> TaskResult:
+        run, task = item.run, item.task
+        attempts = task.attempts + 1
+        if item.outcome is not None:
+            o = item.outcome
+            res = TaskResult(task.id, o.state, attempts, o.hash_algo, o.hash, o.verified, dst=o.dst)
+            self.listener.task_finished(run.job.id, task, res)
+            return res
+        exc = item.error
+        assert exc is not None
+        if isinstance(exc, Cancelled):
+            reason = run.cancel.reason or "shutdown"
+            if reason == "cancel":
+                remove_partial(run.dst, task)
+                return TaskResult(task.id, "cancelled", task.attempts)
+            return TaskResult(task.id, "queued", task.attempts)  # partial kept: resumes later
+        if isinstance(exc, OSError) and not isinstance(exc, FerryError):
+            exc = from_oserror(exc, run.dst.display(task.dst))
+        if isinstance(exc, NoSpace):
+            msg = (f"Destination full while writing {run.dst.display(task.dst)}: free some space, then "
+                   f"'ferry queue resume {run.job.id}'")
+            if not run.stopping:
+                self._stop_job(run, "no-space", msg)
+                self.store.set_job_state(run.job.id, "paused", msg)
+            return TaskResult(task.id, "queued", task.attempts, error_kind="no-space", error=msg)
+        kind = error_kind(exc)
+        message = describe(exc)
+        if isinstance(exc, Transient) and not isinstance(exc, ChecksumMismatch) and attempts < self.config.max_attempts:
+            delay = min(self.config.backoff_cap, self.config.backoff_base * 2 ** (attempts - 1))
+            delay *= random.uniform(0.5, 1.0)  # jitter: parallel retries do not stampede a server
+            return TaskResult(task.id, "queued", attempts, error_kind=kind, error=f"{message} (retry {attempts})",
+                              not_before=time.time() + delay)
+        if not isinstance(exc, FerryError):
+            log.error("unexpected error in task %s", task.id, exc_info=exc)
+        res = TaskResult(task.id, "failed", attempts, error_kind=kind, error=message)
+        run.failed += 1
+        if task.kind == "file":
+            self.accounting.file_finished("failed")
+        self.listener.task_finished(run.job.id, task, res)
+        return res
+
+    def _worker(self) -> None:
+        while True:
+            item = self._work.get()
+            if item is None:
+                return
+            run, task = item
+            outcome: Outcome | None = None
+            error: BaseException | None = None
+            token = CancelToken(run.cancel)
+            sems = self._semaphores(run)
+            for s in sems:
+                s.acquire()
+            self.accounting.active_delta(1)
+            try:
+                token.check()
+                outcome = run_task(task, run.ctx, token)
+            except BaseException as exc:
+                error = exc
+            finally:
+                self.accounting.active_delta(-1)
+                for s in reversed(sems):
+                    s.release()
+            self._done.put(_Done(run, task, outcome, error))
+
+    def _semaphores(self, run: _JobRun) -> list[threading.Semaphore]:
+        out = []
+        with self._sem_lock:
+            for backend in sorted({run.src, run.dst}, key=lambda b: b.endpoint):
+                limit = backend.capabilities.max_connections
+                if limit is None:
+                    continue
+                sem = self._sems.get(backend.endpoint)
+                if sem is None:
+                    sem = self._sems[backend.endpoint] = threading.Semaphore(limit)
+                out.append(sem)
+        return out
+
+    def _shutdown(self) -> None:
+        self._stop.cancel("shutdown")
+        for run in self._runs.values():
+            if not run.stopping:
+                run.stopping = "shutdown"
+        # Drain: workers finish (cancelled) what they hold; results are recorded.
+        while any(r.inflight for r in self._runs.values()):
+            self._collect(TICK)
+        try:
+            while True:
+                item = self._work.get_nowait()
+                if item is not None:
+                    self.store.unclaim([item[1].id])
+                    item[0].inflight -= 1
+        except queue.Empty:
+            pass
+        for _ in self._workers:
+            self._work.put(None)
+        for w in self._workers:
+            w.join(timeout=5)
+        for run in list(self._runs.values()):
+            if run.planner is not None:
+                run.planner.join(timeout=5)
+            self._release(run)
+        self.pool.close()
+
+
+def remove_partial(dst: Backend, task: Task) -> None:
+    folder, name = dst.split(task.dst)
+    try:
+        dst.remove(dst.join(folder, temp_name(name, str(task.id))))
+    except (NotFound, FerryError, OSError):
+        pass
+
+
+def _failed_non_files(store: Store, job_id: int) -> int:
+    return sum(1 for t in store.tasks(job_id, states=("failed",)) if t.kind != "file")
+
+
+def default_parallel() -> int:
+    return max(2, min(8, (os.cpu_count() or 2) * 2))
+

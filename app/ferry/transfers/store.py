@@ -1,0 +1,595 @@
+"""The queue is a database: SQLite in WAL mode, one row per job and one per file task.
+
+Why SQLite: an overnight queue of a million files must survive ``kill -9``, be readable by a second
+process (``ferry queue list`` while ``ferry queue run`` works) and page into a GUI list without a
+million Python objects. WAL lets readers run beside the one writer; every change is a short
+transaction; the schema version lives in ``PRAGMA user_version`` with forward migrations.
+
+Paths are stored as BLOBs of their UTF-8 bytes with ``surrogateescape`` so undecodable local
+names (legal on Linux) survive the round trip exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ferry.core.dirs import data_dir, ensure_private_dir
+from ferry.core.errors import FerryError, UsageError
+from ferry.transfers.options import JobOptions
+
+SCHEMA_VERSION = 1
+
+_MIGRATIONS: dict[int, str] = {
+    1: """
+    CREATE TABLE jobs (
+        id          INTEGER PRIMARY KEY,
+        created     REAL    NOT NULL,
+        state       TEXT    NOT NULL,
+        sources     TEXT    NOT NULL,   -- JSON list of addresses as given
+        dest        TEXT    NOT NULL,
+        options     TEXT    NOT NULL,   -- JobOptions as JSON
+        roots       TEXT    NOT NULL,   -- JSON [[source path, target path, rel], ...], fixed at creation
+        planned     INTEGER NOT NULL DEFAULT 0,  -- 1 once every source has been walked
+        message     TEXT,
+        runner      TEXT,               -- "host:pid" of the process running it
+        heartbeat   REAL,
+        started     REAL,
+        finished    REAL
+    );
+    CREATE TABLE tasks (
+        id          INTEGER PRIMARY KEY,
+        job_id      INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+        kind        TEXT    NOT NULL,   -- file, dir, link, special
+        src         BLOB    NOT NULL,
+        dst         BLOB    NOT NULL,
+        rel         BLOB    NOT NULL,   -- relative to the job's destination (manifest paths)
+        size        INTEGER,
+        mtime_us    INTEGER,
+        extra       TEXT,               -- link target, or why a special file is skipped
+        state       TEXT    NOT NULL,   -- queued, running, done, skipped, failed, cancelled
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        not_before  REAL    NOT NULL DEFAULT 0,
+        interrupted INTEGER NOT NULL DEFAULT 0,
+        hash_algo   TEXT,
+        hash        TEXT,
+        verified    TEXT,
+        error_kind  TEXT,
+        error       TEXT,
+        finished    REAL,
+        UNIQUE (job_id, src)
+    );
+    CREATE INDEX tasks_job_state ON tasks (job_id, state, id);
+    """,
+}
+
+JOB_ACTIVE = ("queued", "running")
+JOB_FINISHED = ("done", "failed", "cancelled")
+TASK_OPEN = ("queued", "running")
+
+
+def enc(path: str) -> bytes:
+    return path.encode("utf-8", "surrogateescape")
+
+
+def dec(blob: bytes | str | None) -> str:
+    if blob is None:
+        return ""
+    if isinstance(blob, str):
+        return blob
+    return bytes(blob).decode("utf-8", "surrogateescape")
+
+
+def runner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _runner_alive(runner: str | None, heartbeat: float | None) -> bool:
+    if not runner:
+        return False
+    host, _, pid = runner.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        # A live pid may have been reused: trust it only with a recent heartbeat.
+        return heartbeat is not None and time.time() - heartbeat < 120
+    # Another machine sharing the file (a home directory on NFS): only the heartbeat tells.
+    return heartbeat is not None and time.time() - heartbeat < 120
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    created: float
+    state: str
+    sources: list[str]
+    dest: str
+    options: JobOptions
+    roots: list[tuple[str, str, str]]
+    planned: bool
+    message: str | None
+    runner: str | None
+    heartbeat: float | None
+    started: float | None
+    finished: float | None
+
+    @property
+    def runner_alive(self) -> bool:
+        return _runner_alive(self.runner, self.heartbeat)
+
+
+@dataclass(frozen=True)
+class Task:
+    id: int
+    job_id: int
+    kind: str
+    src: str
+    dst: str
+    rel: str
+    size: int | None
+    mtime_us: int | None
+    extra: str | None
+    state: str
+    attempts: int
+    interrupted: bool
+    hash_algo: str | None
+    hash: str | None
+    verified: str | None
+    error_kind: str | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class NewTask:
+    kind: str
+    src: str
+    dst: str
+    rel: str
+    size: int | None
+    mtime_us: int | None
+    extra: str | None = None
+    state: str = "queued"
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task_id: int
+    state: str  # done, skipped, failed, cancelled, queued (put back)
+    attempts: int
+    hash_algo: str | None = None
+    hash: str | None = None
+    verified: str | None = None
+    error_kind: str | None = None
+    error: str | None = None
+    not_before: float = 0.0
+    dst: str | None = None  # when a conflict policy renamed the destination
+
+
+@dataclass(frozen=True)
+class JobCounts:
+    files: int = 0
+    bytes: int = 0
+    by_state: dict[str, tuple[int, int]] | None = None
+
+    def count(self, state: str) -> int:
+        return (self.by_state or {}).get(state, (0, 0))[0]
+
+    def size(self, state: str) -> int:
+        return (self.by_state or {}).get(state, (0, 0))[1]
+
+
+_JOB_COLS = "id, created, state, sources, dest, options, roots, planned, message, runner, heartbeat, started, finished"
+_TASK_COLS = (
+    "id, job_id, kind, src, dst, rel, size, mtime_us, extra, state, attempts, interrupted, "
+    "hash_algo, hash, verified, error_kind, error"
+)
+
+
+def _job(row: Sequence[object]) -> Job:
+    return Job(
+        id=int(row[0]),  # type: ignore[call-overload]
+        created=float(row[1]),  # type: ignore[arg-type]
+        state=str(row[2]),
+        sources=json.loads(str(row[3])),
+        dest=str(row[4]),
+        options=JobOptions.from_json(str(row[5])),
+        roots=_roots(str(row[6])),
+        planned=bool(row[7]),
+        message=row[8],  # type: ignore[arg-type]
+        runner=row[9],  # type: ignore[arg-type]
+        heartbeat=row[10],  # type: ignore[arg-type]
+        started=row[11],  # type: ignore[arg-type]
+        finished=row[12],  # type: ignore[arg-type]
+    )
+
+
+def _roots(text: str) -> list[tuple[str, str, str]]:
+    # JSON cannot hold lone surrogates portably: paths are stored as latin-1 views of their bytes.
+    return [(_unb(a), _unb(b), _unb(c)) for a, b, c in json.loads(text)]
+
+
+def _b(path: str) -> str:
+    return enc(path).decode("latin-1")
+
+
+def _unb(text: str) -> str:
+    return dec(text.encode("latin-1"))
+
+
+def roots_json(roots: Iterable[tuple[str, str, str]]) -> str:
+    return json.dumps([[_b(a), _b(b), _b(c)] for a, b, c in roots])
+
+
+def _task(row: Sequence[object]) -> Task:
+    return Task(
+        id=row[0],  # type: ignore[arg-type]
+        job_id=row[1],  # type: ignore[arg-type]
+        kind=row[2],  # type: ignore[arg-type]
+        src=dec(row[3]),  # type: ignore[arg-type]
+        dst=dec(row[4]),  # type: ignore[arg-type]
+        rel=dec(row[5]),  # type: ignore[arg-type]
+        size=row[6],  # type: ignore[arg-type]
+        mtime_us=row[7],  # type: ignore[arg-type]
+        extra=row[8],  # type: ignore[arg-type]
+        state=row[9],  # type: ignore[arg-type]
+        attempts=row[10],  # type: ignore[arg-type]
+        interrupted=bool(row[11]),
+        hash_algo=row[12],  # type: ignore[arg-type]
+        hash=row[13],  # type: ignore[arg-type]
+        verified=row[14],  # type: ignore[arg-type]
+        error_kind=row[15],  # type: ignore[arg-type]
+        error=row[16],  # type: ignore[arg-type]
+    )
+
+
+class StoreError(FerryError):
+    kind = "store"
+
+
+def default_store_path() -> Path:
+    env = os.environ.get("FERRY_QUEUE_DB")
+    return Path(env) if env else data_dir() / "queue.db"
+
+
+class Store:
+    """One connection, serialised by a lock: SQLite has one writer anyway, and short
+    transactions keep ``ferry queue list`` in another process responsive."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or default_store_path()
+        ensure_private_dir(self.path.parent)
+        self._lock = threading.RLock()
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False
+            )
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+            self._db.execute("PRAGMA busy_timeout=30000")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"The queue database {self.path} cannot be opened", detail=str(exc)) from exc
+        try:
+            os.chmod(self.path, 0o600)
+        except OSError:
+            pass
+
+    def _migrate(self) -> None:
+        with self._lock:
+            version = self._db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"The queue database {self.path} was written by a newer Ferry (schema {version}); "
+                    "upgrade Ferry to use it"
+                )
+            for v in range(version + 1, SCHEMA_VERSION + 1):
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    for stmt in _MIGRATIONS[v].split(";"):
+                        if stmt.strip():
+                            self._db.execute(stmt)
+                    self._db.execute(f"PRAGMA user_version = {v}")
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def _write(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._db.execute(sql, params)
+
+    def _tx(self) -> _Tx:
+        return _Tx(self)
+
+    # ---- jobs ----
+    def create_job(
+        self,
+        sources: list[str],
+        dest: str,
+        options: JobOptions,
+        roots: Iterable[tuple[str, str, str]],
+        *,
+        state: str = "queued",
+        runner: str | None = None,
+    ) -> int:
+        now = time.time()
+        cur = self._write(
+            "INSERT INTO jobs (created, state, sources, dest, options, roots, runner, heartbeat, started) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (now, state, json.dumps(sources), dest, options.to_json(), roots_json(roots), runner,
+             now if runner else None, now if runner else None),
+        )
+        return int(cur.lastrowid or 0)
+
+    def job(self, job_id: int) -> Job:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_JOB_COLS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise UsageError(f"No job {job_id} in the queue (see 'ferry queue list')")
+        return _job(row)
+
+    def jobs(self, states: Iterable[str] | None = None) -> list[Job]:
+        sql = f"SELECT {_JOB_COLS} FROM jobs"
+        params: list[object] = []
+        if states is not None:
+            st = list(states)
+            sql += f" WHERE state IN ({','.join('?' * len(st))})"
+            params = st
+        with self._lock:
+            return [_job(r) for r in self._db.execute(sql + " ORDER BY id", params)]
+
+    def set_job_state(self, job_id: int, state: str, message: str | None = None, **extra: object) -> None:
+        cols = ["state = ?", "message = ?"]
+        params: list[object] = [state, message]
+        if state in JOB_FINISHED:
+            cols.append("finished = ?")
+            params.append(time.time())
+        for k, v in extra.items():
+            cols.append(f"{k} = ?")
+            params.append(v)
+        self._write(f"UPDATE jobs SET {', '.join(cols)} WHERE id = ?", (*params, job_id))
+
+    def update_job_options(self, job_id: int, options: JobOptions) -> None:
+        self._write("UPDATE jobs SET options = ? WHERE id = ?", (options.to_json(), job_id))
+
+    def claim_job(self, job_id: int, runner: str) -> bool:
+        """Take a queued job (or one whose runner died) for this process; False if someone has it."""
+        with self._tx() as db:
+            row = db.execute("SELECT state, runner, heartbeat FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            if row is None or row[0] not in JOB_ACTIVE:
+                return False
+            if row[0] == "running" and row[1] != runner and _runner_alive(row[1], row[2]):
+                return False
+            now = time.time()
+            db.execute(
+                "UPDATE jobs SET state = 'running', runner = ?, heartbeat = ?, started = COALESCE(started, ?), "
+                "message = NULL WHERE id = ?",
+                (runner, now, now, job_id),
+            )
+            # Tasks left 'running' by a dead process go back to the queue, marked so the copier
+            # checks whether they had in fact finished (no file is done twice).
+            db.execute(
+                "UPDATE tasks SET state = 'queued', interrupted = 1 WHERE job_id = ? AND state = 'running'",
+                (job_id,),
+            )
+        return True
+
+    def heartbeat(self, job_ids: Iterable[int], runner: str) -> None:
+        ids = list(job_ids)
+        if ids:
+            self._write(
+                f"UPDATE jobs SET heartbeat = ? WHERE runner = ? AND id IN ({','.join('?' * len(ids))})",
+                (time.time(), runner, *ids),
+            )
+
+    def release_job(self, job_id: int, state: str, message: str | None = None) -> None:
+        """Hand a job back (to 'queued', 'paused', or a finished state) and free its tasks."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE tasks SET state = 'queued', interrupted = 1 WHERE job_id = ? AND state = 'running'",
+                (job_id,),
+            )
+            finished = time.time() if state in JOB_FINISHED else None
+            db.execute(
+                "UPDATE jobs SET state = ?, message = ?, runner = NULL, heartbeat = NULL, finished = ? WHERE id = ?",
+                (state, message, finished, job_id),
+            )
+
+    def mark_planned(self, job_id: int) -> None:
+        self._write("UPDATE jobs SET planned = 1 WHERE id = ?", (job_id,))
+
+    def delete_jobs(self, job_ids: Iterable[int]) -> int:
+        ids = list(job_ids)
+        if not ids:
+            return 0
+        with self._tx() as db:
+            marks = ",".join("?" * len(ids))
+            db.execute(f"DELETE FROM tasks WHERE job_id IN ({marks})", ids)
+            return db.execute(f"DELETE FROM jobs WHERE id IN ({marks})", ids).rowcount
+
+    # ---- tasks ----
+    def add_tasks(self, job_id: int, tasks: Sequence[NewTask]) -> list[NewTask]:
+        """Insert a batch in one transaction; return the tasks that were new.
+
+        Re-planning after a crash walks the tree again: rows already present are ignored, so no
+        task is recorded (or done) twice, and the caller counts only what is new.
+        """
+        if not tasks:
+            return []
+        inserted: list[NewTask] = []
+        sql = (
+            "INSERT OR IGNORE INTO tasks (job_id, kind, src, dst, rel, size, mtime_us, extra, state, error) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        )
+        with self._tx() as db:
+            execute = db.execute
+            for t in tasks:
+                cur = execute(
+                    sql,
+                    (job_id, t.kind, enc(t.src), enc(t.dst), enc(t.rel), t.size, t.mtime_us, t.extra, t.state,
+                     t.error),
+                )
+                if cur.rowcount:
+                    inserted.append(t)
+        return inserted
+
+    def claim_tasks(self, job_ids: Sequence[int], limit: int, now: float | None = None) -> list[Task]:
+        if not job_ids or limit <= 0:
+            return []
+        now = time.time() if now is None else now
+        marks = ",".join("?" * len(job_ids))
+        with self._tx() as db:
+            rows = db.execute(
+                f"UPDATE tasks SET state = 'running' WHERE id IN ("
+                f" SELECT id FROM tasks WHERE job_id IN ({marks}) AND state = 'queued' AND not_before <= ?"
+                f" ORDER BY job_id, id LIMIT ?) RETURNING {_TASK_COLS}",
+                (*job_ids, now, limit),
+            ).fetchall()
+        rows.sort(key=lambda r: (r[1], r[0]))
+        return [_task(r) for r in rows]
+
+    def next_retry_time(self, job_ids: Sequence[int]) -> float | None:
+        if not job_ids:
+            return None
+        marks = ",".join("?" * len(job_ids))
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT MIN(not_before) FROM tasks WHERE job_id IN ({marks}) AND state = 'queued'", job_ids
+            ).fetchone()
+        return row[0] if row else None
+
+    def unclaim(self, task_ids: Iterable[int]) -> None:
+        ids = list(task_ids)
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            self._write(
+                f"UPDATE tasks SET state = 'queued' WHERE state = 'running' AND id IN ({','.join('?' * len(part))})",
+                part,
+            )
+
+    def finish_tasks(self, results: Sequence[TaskResult]) -> None:
+        if not results:
+            return
+        now = time.time()
+        with self._tx() as db:
+            db.executemany(
+                "UPDATE tasks SET state = ?, attempts = ?, hash_algo = ?, hash = ?, verified = ?, error_kind = ?, "
+                "error = ?, not_before = ?, finished = ?, dst = COALESCE(?, dst), "
+                "interrupted = CASE WHEN ? = 'queued' THEN interrupted ELSE 0 END WHERE id = ?",
+                [
+                    (r.state, r.attempts, r.hash_algo, r.hash, r.verified, r.error_kind, r.error, r.not_before,
+                     now if r.state not in TASK_OPEN else None, enc(r.dst) if r.dst else None, r.state, r.task_id)
+                    for r in results
+                ],
+            )
+
+    def retry_failed(self, job_id: int, include_cancelled: bool = False) -> int:
+        states = ("failed", "cancelled") if include_cancelled else ("failed",)
+        with self._tx() as db:
+            n = db.execute(
+                f"UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0, error = NULL, error_kind = NULL "
+                f"WHERE job_id = ? AND state IN ({','.join('?' * len(states))})",
+                (job_id, *states),
+            ).rowcount
+            db.execute(
+                "UPDATE jobs SET state = 'queued', message = NULL, finished = NULL WHERE id = ? AND state != 'running'",
+                (job_id,),
+            )
+        return n
+
+    def cancel_open_tasks(self, job_id: int) -> None:
+        self._write(
+            "UPDATE tasks SET state = 'cancelled', finished = ? WHERE job_id = ? AND state = 'queued'",
+            (time.time(), job_id),
+        )
+
+    def counts(self, job_id: int) -> JobCounts:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM tasks WHERE job_id = ? AND kind = 'file' "
+                "GROUP BY state",
+                (job_id,),
+            ).fetchall()
+        by_state = {r[0]: (int(r[1]), int(r[2])) for r in rows}
+        return JobCounts(
+            files=sum(c for c, _ in by_state.values()),
+            bytes=sum(b for _, b in by_state.values()),
+            by_state=by_state,
+        )
+
+    def open_task_count(self, job_id: int) -> int:
+        with self._lock:
+            return int(
+                self._db.execute(
+                    "SELECT COUNT(*) FROM tasks WHERE job_id = ? AND state IN ('queued', 'running')", (job_id,)
+                ).fetchone()[0]
+            )
+
+    def tasks(
+        self, job_id: int, states: Iterable[str] | None = None, kinds: Iterable[str] | None = None,
+        page: int = 2000, order_desc: bool = False,
+    ) -> Iterator[Task]:
+        """All tasks of a job in pages (keyset pagination: memory stays flat for a million rows)."""
+        where = ["job_id = ?"]
+        params: list[object] = [job_id]
+        if states is not None:
+            st = list(states)
+            where.append(f"state IN ({','.join('?' * len(st))})")
+            params += st
+        if kinds is not None:
+            ks = list(kinds)
+            where.append(f"kind IN ({','.join('?' * len(ks))})")
+            params += ks
+        last = -1 if not order_desc else 1 << 62
+        op, order = ("<", "DESC") if order_desc else (">", "ASC")
+        while True:
+            with self._lock:
+                rows = self._db.execute(
+                    f"SELECT {_TASK_COLS} FROM tasks WHERE {' AND '.join(where)} AND id {op} ? "
+                    f"ORDER BY id {order} LIMIT ?",
+                    (*params, last, page),
+                ).fetchall()
+            if not rows:
+                return
+            for r in rows:
+                yield _task(r)
+            last = rows[-1][0]
+
+
+class _Tx:
+    """``with store._tx() as db``: BEGIN IMMEDIATE ... COMMIT under the store's lock."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __enter__(self) -> sqlite3.Connection:
+        self._store._lock.acquire()
+        try:
+            self._store._db.execute("BEGIN IMMEDIATE")
+        except BaseException:
+            self._store._lock.release()
+            raise
+        return self._store._db
+
+    def __exit__(self, et: type[BaseException] | None, *rest: object) -> None:
+        try:
+            self._store._db.execute("ROLLBACK" if et else "COMMIT")
+        finally:
+            self._store._lock.release()
