@@ -169,25 +169,27 @@ class MemoryStore:
                 raise fault.exc
 
     # -- tree walking (callers hold the lock) --
-    def _lookup(self, path: str) -> _Node:
+    def _lookup(self, path: str, where: str | None = None) -> _Node:
+        """The node at ``path``; errors name ``where`` (the path the caller was asked about)."""
         node: _Node = self.root
         for part in path.split("/")[1:] if path != "/" else []:
             if not isinstance(node, _Dir):
-                raise _map_error(errno.ENOTDIR, path)
+                raise _map_error(errno.ENOTDIR, where or path)
             child = node.children.get(part)
             if child is None:
-                raise _map_error(errno.ENOENT, path)
+                raise _map_error(errno.ENOENT, where or path)
             node = child
         return node
 
-    def _parent(self, path: str) -> tuple[_Dir, str]:
+    def _parent(self, path: str, where: str | None = None) -> tuple[_Dir, str]:
         """The folder holding ``path`` and the name in it; the folder must exist."""
+        where = where or path
         if path == "/":
-            raise _map_error(errno.EBUSY, path)  # the root has no parent to change it in
+            raise _map_error(errno.EBUSY, where)  # the root has no parent to change it in
         folder, name = posixpath.split(path)
-        parent = self._lookup(folder)
+        parent = self._lookup(folder, where)
         if not isinstance(parent, _Dir):
-            raise _map_error(errno.ENOTDIR, path)
+            raise _map_error(errno.ENOTDIR, where)
         return parent, name
 
 
@@ -420,8 +422,8 @@ class MemoryBackend(Backend):
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
         path = _norm(path)
         store = self.store
+        store._check_op("mkdir", path)
         with store.lock:
-            store._check_op("mkdir", path)
             try:
                 node = store._lookup(path)
             except FileNotFoundError:
@@ -430,11 +432,14 @@ class MemoryBackend(Backend):
                 if exist_ok and isinstance(node, _Dir):
                     return
                 raise _map_error(errno.EEXIST, path)
-            if parents and path != "/":
-                self.mkdir(posixpath.dirname(path), parents=True, exist_ok=True)
-            parent, name = store._parent(path)
-            parent.children[name] = _Dir(_now())
-            parent.mtime = _now()
+            # Missing folders from the top down; a file on the way fails the walk (ENOTDIR).
+            parts = path.split("/")[1:]
+            for depth in range(0 if parents else len(parts) - 1, len(parts)):
+                folder = "/" + "/".join(parts[: depth + 1])
+                parent, name = store._parent(folder, where=path)
+                if name not in parent.children:
+                    parent.children[name] = _Dir(_now())
+                    parent.mtime = _now()
 
     def remove(self, path: str, *, recursive: bool = False) -> None:
         path = _norm(path)

@@ -106,7 +106,7 @@ def parse_address(text: str, sites: SiteResolver | None = None) -> Address:
         raise UsageError("Empty address")
     if "\x00" in text:
         raise UsageError("Address contains a NUL character")
-    if "://" in text:
+    if re.match(r"[A-Za-z][A-Za-z0-9+.-]*://", text):  # not "./a://b", a local name with "://"
         return _parse_url(text)
     m = _SITE_RE.match(text)
     # A one-letter "site" is a Windows drive ("C:\\data"), and anything with a slash before the
@@ -148,7 +148,7 @@ def _parse_url(text: str) -> Address:
     scheme, _, rest = text.partition("://")
     scheme = scheme.lower()
     if scheme == "file":
-        parts = urlsplit(text)
+        parts = urlsplit(text.replace("?", "%3F").replace("#", "%23"))  # both are legal in file names
         if parts.netloc not in ("", "localhost"):
             raise UsageError(f"file:// URLs must be on this computer: {text}")
         return _local(unquote(parts.path) or "/")

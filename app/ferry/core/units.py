@@ -38,7 +38,7 @@ def format_rate(bps: float) -> str:
 
 
 def format_duration(seconds: float | None) -> str:
-    if seconds is None or seconds != seconds or seconds < 0:
+    if seconds is None or not 0 <= seconds < float("inf"):  # also NaN and inf: int() would fail
         return "--:--"
     s = int(seconds + 0.5)
     h, rem = divmod(s, 3600)

@@ -43,8 +43,8 @@ FORMAT_VERSION = 1
 
 # Same alphabet as the NAME in core.address's NAME:path form, at least two characters (one letter
 # before a colon is a Windows drive), bounded so a name fits in a keychain entry and a table column.
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{1,63}$")
-_OPTION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{1,63}")
+_OPTION_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 _SECRET_WORDS = ("password", "passwd", "secret", "token", "passphrase", "credential")
 _HEADER = (
     "# Ferry's saved sites, written by 'ferry sites' (hand edits are fine).\n"
@@ -78,7 +78,7 @@ class Site:
 
 
 def validate_name(name: str) -> str:
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         raise UsageError(
             f"Invalid site name {name!r}: use 2-64 letters, digits, '_', '.', '@' or '-', "
             "starting with a letter or digit"
@@ -111,7 +111,7 @@ def normalize_address(text: str) -> str:
 def _validate_options(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in options.items():
-        if not isinstance(key, str) or not _OPTION_RE.match(key):
+        if not isinstance(key, str) or not _OPTION_RE.fullmatch(key):
             raise UsageError(
                 f"Invalid option name {key!r}: use letters, digits, '_' or '-', starting with a letter"
             )
@@ -309,7 +309,7 @@ def _parse_file(raw: bytes, path: Path) -> dict[str, Site]:
         raise fail("'sites' must be a table of [sites.NAME] sections")
     out: dict[str, Site] = {}
     for name, entry in table.items():
-        if not _NAME_RE.match(name):
+        if not _NAME_RE.fullmatch(name):
             raise fail(f"invalid site name {name!r}", name)
         if not isinstance(entry, dict):
             raise fail(f"site '{name}' must be a [sites.{name}] table", name)

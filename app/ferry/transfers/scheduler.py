@@ -135,7 +135,10 @@ class Runner:
         self._stop = CancelToken()
         self._global_bucket = TokenBucket(config.bwlimit) if config.bwlimit else None
         self._runs: dict[int, _JobRun] = {}
-        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(4, config.parallel * 2))
+        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(8, config.parallel * 4))
+        # Claimed from the store ahead of the workers: enough that small files never wait on the
+        # database, few enough that a pause hands back little.
+        self._claim_batch = max(64, config.parallel * 16)
         self._done: queue.Queue[_Done] = queue.Queue()
         self._sems: dict[str, threading.Semaphore] = {}
         self._sem_lock = threading.Lock()
@@ -413,8 +416,7 @@ class Runner:
         if not buffered:
             active = [jid for jid, r in self._runs.items() if not r.stopping]
             if active:
-                want = self._work.maxsize - self._work.qsize()
-                for task in self.store.claim_tasks(active, max(want, 0)):
+                for task in self.store.claim_tasks(active, self._claim_batch):
                     buffered.append((self._runs[task.job_id], task))
         while buffered:
             run, task = buffered[0]
@@ -431,20 +433,22 @@ class Runner:
         return buffered
 
     def _collect(self, timeout: float) -> None:
-        results: list[TaskResult] = []
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            try:
-                item = self._done.get(timeout=max(0.0, left)) if left > 0 else self._done.get_nowait()
-            except queue.Empty:
-                break
+        """Wait for the first result (up to ``timeout``), then take whatever else is ready, and
+        record them in one transaction: many small files must not mean many transactions."""
+        try:
+            items = [self._done.get(timeout=timeout)]
+        except queue.Empty:
+            return
+        try:
+            while len(items) < 1000:
+                items.append(self._done.get_nowait())
+        except queue.Empty:
+            pass
+        results = []
+        for item in items:
             results.append(self._result(item))
             item.run.inflight -= 1
-            if len(results) >= 500:
-                break
-        if results:
-            self.store.finish_tasks(results)
+        self.store.finish_tasks(results)
 
     def _result(self, item: _Done) -> TaskResult:
         run, task = item.run, item.task
