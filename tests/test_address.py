@@ -128,21 +128,11 @@ def test_sftp_endpoint_and_str() -> None:
     assert str(parse_address("sftp://host")) == "sftp://host"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Address.__str__ writes an IPv6 host without brackets, so 'sftp://[::1]/x' prints "
-    "as 'sftp://::1/x', which parses back as host ':' port 1 (core/address.py __str__ and endpoint)",
-)
 def test_ipv6_address_str_round_trips() -> None:
     a = parse_address("sftp://[::1]/x")
     assert parse_address(str(a)) == a
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: an unbracketed IPv6 host is split at its last colon ('sftp://::1/x' -> host ':' "
-    "port 1) instead of being refused (core/address.py _split_netloc)",
-)
 def test_unbracketed_ipv6_is_refused() -> None:
     with pytest.raises(UsageError):
         parse_address("sftp://fe80::1/x")

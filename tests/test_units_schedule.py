@@ -67,11 +67,6 @@ def test_format_rate() -> None:
     assert format_rate(10 * 1024 * 1024) == "10.0 MiB/s"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cosmetic bug: format_size picks the unit before rounding, so 1048575 B shows as "
-    "'1024 KiB' (not '1.0 MiB') and 102359 B as '100.0 KiB' (core/units.py format_size)",
-)
 def test_format_size_rounds_before_choosing_the_unit() -> None:
     assert format_size(1024 * 1024 - 1) == "1.0 MiB"
     assert format_size(102359) == "100 KiB"
@@ -227,11 +222,6 @@ def berlin(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     time.tzset()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: now_local() gives a fixed UTC offset, so '22:00' across a DST change lands an hour "
-    "off (core/schedule.py now_local/parse_start_at; needs a zone-aware local time)",
-)
 def test_parse_start_at_across_a_dst_change(berlin: None, monkeypatch: pytest.MonkeyPatch) -> None:
     # 23:00 CET on 2024-03-30; clocks go forward to CEST (UTC+2) at 02:00 that night.
     now = datetime(2024, 3, 30, 22, 0, tzinfo=UTC).astimezone()

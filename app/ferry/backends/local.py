@@ -132,18 +132,24 @@ def rename_no_replace(src: str, dst: str) -> None:
 
 
 class _ReadBack:
-    """Hashes a file being written by reading it back through a separate descriptor."""
+    """Hashes a file being written by reading it back (``pread`` on the writer's descriptor,
+    opened read-write): what is hashed is what the file holds, not the buffers handed to write.
 
-    def __init__(self, path: str, algo: str, threaded: bool) -> None:
-        self.fd = os.open(path, os.O_RDONLY)
+    Large files are read back on a thread that follows the write position, so checking the
+    destination overlaps the copy; small files are read back at the end, where a thread would
+    cost more than it saves.
+    """
+
+    def __init__(self, fd: int, algo: str, threaded: bool) -> None:
+        self.fd = fd
         self.hasher: Hasher = new_hasher(algo)
         self.pos = 0
         self.limit = 0  # bytes known to be written
         self.done = False
         self.error: OSError | None = None
-        self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         if threaded:
+            self._cond = threading.Condition()
             self._thread = threading.Thread(target=self._run, name="ferry-readback", daemon=True)
             self._thread.start()
 
@@ -176,28 +182,27 @@ class _ReadBack:
         except OSError as exc:
             self.error = exc
 
-    def result(self) -> str:
-        if self._thread is None:
-            self._read_to(self.limit)
-        else:
+    def _join(self) -> None:
+        if self._thread is not None:
             with self._cond:
                 self.done = True
                 self._cond.notify()
             self._thread.join()
-            if self.error is not None:
-                raise self.error
-        # Anything past what we were told was written also counts: read to the real end.
-        self._read_to(os.fstat(self.fd).st_size)
+            self._thread = None
+
+    def result(self) -> str:
+        self._join()
+        if self.error is not None:
+            raise self.error
+        # Read to the real end of the file: anything beyond what we were told was written counts.
+        self._read_to(max(self.limit, os.fstat(self.fd).st_size))
         return self.hasher.hexdigest()
 
     def close(self) -> None:
-        if self._thread is not None and self._thread.is_alive():
+        if self._thread is not None:
             with self._cond:
-                self.done = True
-                self.limit = self.pos
-                self._cond.notify()
-            self._thread.join()
-        os.close(self.fd)
+                self.limit = self.pos  # stop at once
+            self._join()
 
 
 class LocalWriter(Writer):
@@ -210,19 +215,19 @@ class LocalWriter(Writer):
         try:
             if resume:
                 try:
-                    self.fd = os.open(self.temp_path, os.O_WRONLY)
+                    self.fd = os.open(self.temp_path, os.O_RDWR)
                     self.offset = os.lseek(self.fd, 0, os.SEEK_END)
                 except FileNotFoundError:
                     resume = False
             if not resume:
-                self.fd = os.open(self.temp_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+                self.fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
         except OSError as exc:
             raise _map_error(exc, final_path) from exc
         self.written = self.offset
         self._readback: _ReadBack | None = None
         if readback:
             threaded = size is None or size >= _READBACK_THREAD_MIN
-            self._readback = _ReadBack(self.temp_path, readback, threaded)
+            self._readback = _ReadBack(self.fd, readback, threaded)
             self._readback.advance(self.offset)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:

@@ -59,7 +59,11 @@ class Address:
             return "local"
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
-        return f"{self.scheme}://{user}{self.host}{port}"
+        return f"{self.scheme}://{user}{self._host}{port}"
+
+    @property
+    def _host(self) -> str:
+        return f"[{self.host}]" if ":" in self.host else self.host
 
     def join(self, *parts: str) -> Address:
         if self.is_local:
@@ -86,7 +90,7 @@ class Address:
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
         sep = "" if self.path.startswith("/") or not self.path else "/"
-        return f"{self.scheme}://{user}{self.host}{port}{sep}{self.path}"
+        return f"{self.scheme}://{user}{self._host}{port}{sep}{self.path}"
 
 
 SiteResolver = Callable[[str], "Address | None"]
@@ -197,6 +201,8 @@ def _split_netloc(netloc: str, text: str) -> tuple[str | None, str, int | None]:
             raise UsageError(f"Malformed address {text!r}")
     elif ":" in netloc:
         host, _, p = netloc.rpartition(":")
+        if ":" in host:
+            raise UsageError(f"IPv6 hosts need brackets: sftp://[address]:port/path (got {text!r})")
         port = _port(p, text)
     if host and not _HOST_RE.match(host):
         raise UsageError(f"Malformed host name {host!r} in {text!r}")

@@ -22,6 +22,16 @@ def now_local() -> datetime:
     return datetime.now().astimezone()
 
 
+def _at(day: datetime, t: time, days_later: int) -> datetime:
+    """Wall-clock time ``t`` on ``day`` (+ days), with the UTC offset in force *then*: across a
+    daylight-saving change the offset differs from today's."""
+    naive = day.replace(tzinfo=None, hour=t.hour, minute=t.minute, second=0, microsecond=0)
+    naive += timedelta(days=days_later)
+    if day.tzinfo is not None and day.utcoffset() != day.astimezone().utcoffset():
+        return naive.replace(tzinfo=day.tzinfo)  # an explicit zone other than ours: keep it
+    return naive.astimezone()
+
+
 @dataclass(frozen=True)
 class Window:
     """A daily window; ``20:00-07:00`` wraps past midnight. Equal ends mean "always open"."""
@@ -44,19 +54,15 @@ class Window:
         """``when`` itself if the window is open, else the next moment it opens."""
         if self.contains(when):
             return when
-        candidate = when.replace(hour=self.start.hour, minute=self.start.minute, second=0, microsecond=0)
-        if candidate <= when:
-            candidate += timedelta(days=1)
-        return candidate
+        candidate = _at(when, self.start, 0)
+        return candidate if candidate > when else _at(when, self.start, 1)
 
     def closes_at(self, when: datetime) -> datetime | None:
         """When the open period containing ``when`` ends (None for an always-open window)."""
         if self.start == self.end:
             return None
-        end = when.replace(hour=self.end.hour, minute=self.end.minute, second=0, microsecond=0)
-        if end <= when:
-            end += timedelta(days=1)
-        return end
+        end = _at(when, self.end, 0)
+        return end if end > when else _at(when, self.end, 1)
 
 
 def parse_window(text: str) -> Window:
@@ -71,8 +77,8 @@ def parse_start_at(text: str, now: datetime | None = None) -> datetime:
     now = now or now_local()
     if _HM.match(text):
         t = _parse_hm(text, text)
-        at = now.replace(hour=t.hour, minute=t.minute, second=0, microsecond=0)
-        return at if at > now else at + timedelta(days=1)
+        at = _at(now, t, 0)
+        return at if at > now else _at(now, t, 1)
     try:
         at = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -28,8 +28,10 @@ def format_size(n: float | None) -> str:
         return f"{int(n)} B"
     for unit in ("KiB", "MiB", "GiB", "TiB", "PiB"):
         n /= 1024
-        if n < 1024 or unit == "PiB":
-            return f"{n:.1f} {unit}" if n < 100 else f"{n:.0f} {unit}"
+        # Round first, then choose: 1048575 B is "1.0 MiB", not "1024 KiB".
+        text = f"{n:.1f}" if n < 99.95 else f"{n:.0f}"
+        if float(text) < 1024 or unit == "PiB":
+            return f"{text} {unit}"
     raise AssertionError("unreachable")
 
 

@@ -135,10 +135,10 @@ class Runner:
         self._stop = CancelToken()
         self._global_bucket = TokenBucket(config.bwlimit) if config.bwlimit else None
         self._runs: dict[int, _JobRun] = {}
-        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(8, config.parallel * 4))
+        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(128, config.parallel * 32))
         # Claimed from the store ahead of the workers: enough that small files never wait on the
         # database, few enough that a pause hands back little.
-        self._claim_batch = max(64, config.parallel * 16)
+        self._claim_batch = max(256, config.parallel * 64)
         self._done: queue.Queue[_Done] = queue.Queue()
         self._sems: dict[str, threading.Semaphore] = {}
         self._sem_lock = threading.Lock()
@@ -433,17 +433,20 @@ class Runner:
         return buffered
 
     def _collect(self, timeout: float) -> None:
-        """Wait for the first result (up to ``timeout``), then take whatever else is ready, and
-        record them in one transaction: many small files must not mean many transactions."""
+        """Take the results that are ready and record them in one transaction.
+
+        The coordinator wakes on a short timer rather than once per result: with thousands of
+        small files a wake-up per file means a GIL hand-off per file, which costs more than the
+        copy. The work queue holds enough tasks that workers never wait for it.
+        """
+        self._stop.wait(min(timeout, 0.02))
+        items: list[_Done] = []
         try:
-            items = [self._done.get(timeout=timeout)]
-        except queue.Empty:
-            return
-        try:
-            while len(items) < 1000:
+            while len(items) < 2000:
                 items.append(self._done.get_nowait())
         except queue.Empty:
-            pass
+            if not items:
+                return
         results = []
         for item in items:
             results.append(self._result(item))
@@ -499,7 +502,7 @@ class Runner:
             run, task = item
             outcome: Outcome | None = None
             error: BaseException | None = None
-            token = CancelToken(run.cancel)
+            token = run.cancel  # job-wide: pause/cancel/shutdown stop every file of the job at once
             sems = self._semaphores(run)
             for s in sems:
                 s.acquire()
