@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import Enum
+from enum import StrEnum
 from types import TracebackType
 from typing import BinaryIO, ClassVar
 
@@ -26,7 +26,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import Unsupported
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     FILE = "file"
     DIR = "dir"
     LINK = "link"
@@ -109,9 +109,7 @@ class Writer(ABC):
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(
-        self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         if et is not None:
             self.abort(keep_partial=True)
 

@@ -24,7 +24,7 @@ from typing import BinaryIO
 from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import AlreadyExists, FerryError, NotFound, from_oserror
+from ferry.core.errors import AlreadyExists, FerryError, from_oserror
 from ferry.core.hashing import HASH_ALGORITHMS, Hasher, new_hasher
 
 _READBACK_THREAD_MIN = 8 << 20  # below this, read back in the caller: a thread costs more than it saves
@@ -387,7 +387,7 @@ class LocalBackend(Backend):
             raise _map_error(exc, path) from exc
         if length is not None:
             return _Limited(f, length)  # type: ignore[return-value]
-        return f  # type: ignore[return-value]
+        return f
 
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None

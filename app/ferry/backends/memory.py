@@ -126,9 +126,7 @@ class MemoryStore:
         self.faults: list[_Fault] = []
 
     # -- fault hooks (each fires ``times`` times, None: always; matched on a path substring) --
-    def fail_write_after(
-        self, path_substring: str, nbytes: int, exc: BaseException, *, times: int | None = 1
-    ) -> None:
+    def fail_write_after(self, path_substring: str, nbytes: int, exc: BaseException, *, times: int | None = 1) -> None:
         """The next ``times`` writers for a matching final path store ``nbytes`` bytes (counted
         from where that writer started, so a resumed writer gets its own budget) and then raise
         ``exc``; the bytes before the failure stay in the partial file, as on a full disk. A
@@ -220,9 +218,7 @@ def reset_memory_stores(name: str | None = None) -> None:
 
 
 class MemoryWriter(Writer):
-    def __init__(
-        self, store: MemoryStore, final_path: str, token: str, resume: bool, readback: str | None
-    ) -> None:
+    def __init__(self, store: MemoryStore, final_path: str, token: str, resume: bool, readback: str | None) -> None:
         self._store = store
         self.final_path = final_path
         folder, name = posixpath.split(final_path)
@@ -374,9 +370,7 @@ class MemoryBackend(Backend):
             items = list(node.children.items())
         return self._entries(path, items, cancel)
 
-    def _entries(
-        self, path: str, items: Sequence[tuple[str, _Node]], cancel: CancelToken | None
-    ) -> Iterator[Entry]:
+    def _entries(self, path: str, items: Sequence[tuple[str, _Node]], cancel: CancelToken | None) -> Iterator[Entry]:
         for i, (name, node) in enumerate(items):
             if cancel is not None and not i % 1024:
                 cancel.check()

@@ -14,8 +14,7 @@ from typing import Any
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ferry.core.errors import UsageError
-from ferry.core.units import format_size, parse_size
+from ferry.core.units import format_size
 from ferry.transfers.planner import Root, expand
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store, runner_id
@@ -33,7 +32,8 @@ def register(sub: Any) -> None:
         "  ferry cp --dry-run -r ~/data /mnt/archive/",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("paths", nargs="+", metavar="SOURCE... DEST", help="sources, then the destination")
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="files or folders to copy")
+    p.add_argument("dest", metavar="DEST", help="where they go")
     tc.add_job_options(p, timing=False)
     tc.add_run_options(p)
     p.add_argument("--dry-run", "-n", action="store_true", help="print what would be copied; change nothing")
@@ -42,9 +42,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if len(args.paths) < 2:
-        raise UsageError("Give at least one source and a destination (ferry cp SOURCE... DEST)")
-    *sources, dest = args.paths
+    sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
     pool = BackendPool()
     srcs, dst, roots = tc.prepare_job(sources, dest, args.recursive, pool)
@@ -72,8 +70,16 @@ def run(args: argparse.Namespace) -> int:
         tc.write_manifest(store, job_id, args.manifest)
     code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED
     if args.json:
-        output.emit({"event": "result", "job": job_id, "state": state, "message": job.message,
-                     "exit_code": code, **tc.snapshot_dict(snap)})
+        output.emit(
+            {
+                "event": "result",
+                "job": job_id,
+                "state": state,
+                "message": job.message,
+                "exit_code": code,
+                **tc.snapshot_dict(snap),
+            }
+        )
     else:
         text = tc.summary_text(state, snap, options.verify)
         if state == "done":
@@ -88,8 +94,19 @@ def _dry_run(roots: list[Root], as_json: bool) -> int:
     files = size = 0
     for task in expand(roots):
         if as_json:
-            print(json.dumps({"event": "plan", "kind": task.kind, "source": task.src, "destination": task.dst,
-                                 "size": task.size, "state": task.state, "reason": task.error}))
+            print(
+                json.dumps(
+                    {
+                        "event": "plan",
+                        "kind": task.kind,
+                        "source": task.src,
+                        "destination": task.dst,
+                        "size": task.size,
+                        "state": task.state,
+                        "reason": task.error,
+                    }
+                )
+            )
         else:
             what = {"file": "copy", "dir": "mkdir", "link": "link"}.get(task.kind, task.kind)
             if task.state != "queued":

@@ -31,9 +31,7 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files (or folders, with -r) at any address")
-    p.add_argument(
-        "--algo", choices=HASH_ALGORITHMS, default="sha256", help="hash algorithm (default: %(default)s)"
-    )
+    p.add_argument("--algo", choices=HASH_ALGORITHMS, default="sha256", help="hash algorithm (default: %(default)s)")
     p.add_argument("-r", "--recursive", action="store_true", help="hash every file under the folders given")
     p.set_defaults(handler=run)
 

@@ -66,12 +66,8 @@ def register(sub: Any) -> None:
         ),
     )
     p.add_argument("path", metavar="PATH", help="what to list")
-    p.add_argument(
-        "-l", "--long", action="store_true", help="show kind, size, modification time and link targets"
-    )
-    p.add_argument(
-        "--json", action="store_true", help="print a JSON array of entries (exact names, UTC times)"
-    )
+    p.add_argument("-l", "--long", action="store_true", help="show kind, size, modification time and link targets")
+    p.add_argument("--json", action="store_true", help="print a JSON array of entries (exact names, UTC times)")
     p.add_argument("-a", "--all", action="store_true", help="include names starting with '.'")
     p.set_defaults(handler=run)
 
@@ -80,9 +76,7 @@ def _sort_key(e: Entry) -> tuple[int, str, str]:
     return (0 if e.kind is Kind.DIR else 1, e.name.casefold(), e.name)
 
 
-def collect(
-    backend: Backend, address: Address, *, show_hidden: bool, follow_links: bool
-) -> tuple[list[Entry], bool]:
+def collect(backend: Backend, address: Address, *, show_hidden: bool, follow_links: bool) -> tuple[list[Entry], bool]:
     """The entries to show and whether PATH was a folder (False: a single non-folder entry)."""
     entry = backend.stat(address.path)
     is_folder = entry.kind is Kind.DIR

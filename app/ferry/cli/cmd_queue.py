@@ -36,9 +36,13 @@ def register(sub: Any) -> None:
     )
     qs = q.add_subparsers(dest="queue_command", metavar="ACTION", required=True)
 
-    p = qs.add_parser("add", help="record a job without running it",
-                      description="Record a copy of SOURCE... to DEST (same rules as 'ferry cp') to run later.")
-    p.add_argument("paths", nargs="+", metavar="SOURCE... DEST")
+    p = qs.add_parser(
+        "add",
+        help="record a job without running it",
+        description="Record a copy of SOURCE... to DEST (same rules as 'ferry cp') to run later.",
+    )
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="files or folders to copy")
+    p.add_argument("dest", metavar="DEST", help="where they go")
     tc.add_job_options(p, timing=True)
     p.add_argument("--bwlimit", metavar="RATE", help="bandwidth limit for this job, e.g. 50M")
     p.add_argument("--json", action="store_true", help="print the new job as JSON")
@@ -52,8 +56,13 @@ def register(sub: Any) -> None:
     p.add_argument("job", type=int, metavar="JOB")
     p.add_argument("--files", action="store_true", help="list every file with its state and verification")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.add_argument("--manifest", nargs="?", const="-", metavar="FILE",
-                   help="write a sha256sum-compatible manifest of what arrived (to FILE, or standard output)")
+    p.add_argument(
+        "--manifest",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write a sha256sum-compatible manifest of what arrived (to FILE, or standard output)",
+    )
     p.set_defaults(handler=cmd_show)
 
     for name, helptext, fn in (
@@ -66,12 +75,19 @@ def register(sub: Any) -> None:
         p.add_argument("jobs", nargs="*", type=int, metavar="JOB")
         p.add_argument("--all", action="store_true", help="every job this applies to")
         if name == "retry":
-            p.add_argument("--on-conflict", choices=CONFLICT_POLICIES, metavar="POLICY",
-                           help="change the job's conflict policy before retrying")
+            p.add_argument(
+                "--on-conflict",
+                choices=CONFLICT_POLICIES,
+                metavar="POLICY",
+                help="change the job's conflict policy before retrying",
+            )
         p.set_defaults(handler=fn)
 
-    p = qs.add_parser("clear", help="remove finished jobs from the list",
-                      description="Remove finished jobs (done and cancelled) from the queue; files are not touched.")
+    p = qs.add_parser(
+        "clear",
+        help="remove finished jobs from the list",
+        description="Remove finished jobs (done and cancelled) from the queue; files are not touched.",
+    )
     p.add_argument("--failed", action="store_true", help="also remove failed jobs")
     p.add_argument("jobs", nargs="*", type=int, metavar="JOB", help="only these jobs")
     p.set_defaults(handler=cmd_clear)
@@ -95,9 +111,7 @@ def _store() -> Store:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
-    if len(args.paths) < 2:
-        raise UsageError("Give at least one source and a destination (ferry queue add SOURCE... DEST)")
-    *sources, dest = args.paths
+    sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
     with BackendPool() as pool:
         srcs, dst, roots = tc.prepare_job(sources, dest, args.recursive, pool)
@@ -154,8 +168,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     print(f"{'JOB':>4}  {'STATE':9}  {'FILES':>13}  {'SIZE':>10}  {'FAILED':>6}  TRANSFER")
     for d in rows:
         src = d["sources"][0] + (f" (+{len(d['sources']) - 1})" if len(d["sources"]) > 1 else "")
-        print(f"{d['id']:>4}  {d['state']:9}  {_progress(d):>13}  {format_size(d['bytes_total']):>10}  "
-              f"{d['files_failed']:>6}  {tc.escape_name(src)} -> {tc.escape_name(d['destination'])}")
+        print(
+            f"{d['id']:>4}  {d['state']:9}  {_progress(d):>13}  {format_size(d['bytes_total']):>10}  "
+            f"{d['files_failed']:>6}  {tc.escape_name(src)} -> {tc.escape_name(d['destination'])}"
+        )
         if d["message"]:
             print(f"{'':>6}{d['message']}")
     return EXIT_OK
@@ -171,14 +187,25 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     d = _job_dict(store, job)
     if args.json:
-        d["tasks"] = [
-            {"kind": t.kind, "path": t.rel, "source": t.src, "destination": t.dst, "state": t.state,
-             "verified": t.verified, "hash_algo": t.hash_algo, "hash": t.hash, "attempts": t.attempts,
-             "error": t.error}
-            for t in store.tasks(job.id)
-        ] if args.files else [
-            {"path": t.rel, "state": t.state, "error": t.error} for t in store.tasks(job.id, states=("failed",))
-        ]
+        d["tasks"] = (
+            [
+                {
+                    "kind": t.kind,
+                    "path": t.rel,
+                    "source": t.src,
+                    "destination": t.dst,
+                    "state": t.state,
+                    "verified": t.verified,
+                    "hash_algo": t.hash_algo,
+                    "hash": t.hash,
+                    "attempts": t.attempts,
+                    "error": t.error,
+                }
+                for t in store.tasks(job.id)
+            ]
+            if args.files
+            else [{"path": t.rel, "state": t.state, "error": t.error} for t in store.tasks(job.id, states=("failed",))]
+        )
         print(json.dumps(d, indent=2))
         return EXIT_OK
     opts = job.options
@@ -186,31 +213,34 @@ def cmd_show(args: argparse.Namespace) -> int:
     print(f"  from:     {', '.join(tc.escape_name(s) for s in job.sources)}")
     print(f"  to:       {tc.escape_name(job.dest)}")
     print(f"  created:  {d['created']}")
-    print(f"  options:  verify {opts.verify}, on conflict {opts.on_conflict}"
-          + (", recursive" if opts.recursive else "")
-          + (f", bwlimit {format_size(opts.bwlimit)}/s" if opts.bwlimit else "")
-          + (f", window {opts.window}" if opts.window else "")
-          + (f", start at {datetime.fromtimestamp(opts.start_at):%Y-%m-%d %H:%M}" if opts.start_at else ""))
-    print(f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
-          f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}")
+    print(
+        f"  options:  verify {opts.verify}, on conflict {opts.on_conflict}"
+        + (", recursive" if opts.recursive else "")
+        + (f", bwlimit {format_size(opts.bwlimit)}/s" if opts.bwlimit else "")
+        + (f", window {opts.window}" if opts.window else "")
+        + (f", start at {datetime.fromtimestamp(opts.start_at):%Y-%m-%d %H:%M}" if opts.start_at else "")
+    )
+    print(
+        f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
+        f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}"
+    )
     print(f"  size:     {format_size(d['bytes_done'])} of {format_size(d['bytes_total'])}")
     verified: dict[str, int] = {}
     for t in store.tasks(job.id, states=("done",), kinds=("file",)):
         verified[t.verified or "?"] = verified.get(t.verified or "?", 0) + 1
     if verified:
         print("  verified: " + ", ".join(f"{n:,} {how}" for how, n in sorted(verified.items())))
-    shown = 0
-    for t in store.tasks(job.id, states=None if args.files else ("failed",)):
-        if not args.files and shown == 0:
-            print("  failures:")
+    for shown, t in enumerate(store.tasks(job.id, states=None if args.files else ("failed",))):
         if args.files:
-            print(f"  {t.state:9} {t.verified or '':22} {tc.escape_name(t.rel)}" + (f"  ({t.error})" if t.error else ""))
-        else:
-            print(f"    {tc.escape_name(t.rel)}: {t.error}")
-        shown += 1
-        if not args.files and shown >= 50:
+            note = f"  ({t.error})" if t.error else ""
+            print(f"  {t.state:9} {t.verified or '':22} {tc.escape_name(t.rel)}{note}")
+            continue
+        if shown == 0:
+            print("  failures:")
+        if shown >= 50:
             print("    … ('ferry queue show --files' lists everything)")
             break
+        print(f"    {tc.escape_name(t.rel)}: {t.error}")
     return EXIT_OK
 
 
@@ -322,17 +352,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     snap = runner.accounting.snapshot()
     states = summary.jobs
     ok = all(s == "done" for s in states.values())
-    code = EXIT_OK if ok and summary.stopped != "interrupted" else (
-        EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED)
+    code = (
+        EXIT_OK
+        if ok and summary.stopped != "interrupted"
+        else (EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED)
+    )
     if args.json:
-        output.emit({"event": "result", "jobs": {str(k): v for k, v in states.items()}, "stopped": summary.stopped,
-                     "exit_code": code, **tc.snapshot_dict(snap)})
+        output.emit(
+            {
+                "event": "result",
+                "jobs": {str(k): v for k, v in states.items()},
+                "stopped": summary.stopped,
+                "exit_code": code,
+                **tc.snapshot_dict(snap),
+            }
+        )
     else:
         if not states:
             sys.stderr.write("Nothing to run: the queue has no waiting jobs.\n")
         else:
             line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
             why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(summary.stopped, "")
-            sys.stderr.write(f"{tc.summary_text('', snap, 'sha256').rsplit(';', 1)[0]}; {line}{why} "
-                             f"[{time.monotonic() - started:.1f}s]\n")
+            sys.stderr.write(
+                f"{tc.summary_text('', snap, 'sha256').rsplit(';', 1)[0]}; {line}{why} "
+                f"[{time.monotonic() - started:.1f}s]\n"
+            )
     return code

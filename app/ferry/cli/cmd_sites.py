@@ -104,9 +104,7 @@ def run_add(args: argparse.Namespace) -> int:
                 "(Ferry asks for it when it connects).\n"
             )
 
-    site = store.add(
-        args.name, args.address, options, replace=args.replace, description=args.description.strip()
-    )
+    site = store.add(args.name, args.address, options, replace=args.replace, description=args.description.strip())
     sys.stdout.write(f"Saved site '{site.name}': {escape_name(site.address)}  (use it as {site.name}:path)\n")
 
     if password is not None:
@@ -173,7 +171,5 @@ def run_remove(args: argparse.Namespace) -> int:
     site = SiteStore().remove(args.name)
     had_password = keychain.delete_secret(keychain.site_secret_key(site.name))
     extra = " and its stored password" if had_password else ""
-    sys.stdout.write(
-        f"Removed site '{site.name}'{extra} ({escape_name(site.address)}); no files were touched.\n"
-    )
+    sys.stdout.write(f"Removed site '{site.name}'{extra} ({escape_name(site.address)}); no files were touched.\n")
     return 0

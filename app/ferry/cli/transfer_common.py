@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from types import FrameType
-from typing import IO, Any, TextIO
+from typing import IO, Any, ClassVar, TextIO
 
 from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
@@ -54,13 +54,27 @@ def add_job_options(p: argparse.ArgumentParser, *, timing: bool) -> None:
 
 def add_timing_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", metavar="HH:MM-HH:MM", help="run only inside this daily time window, e.g. 20:00-07:00")
-    p.add_argument("--start-at", metavar="HH:MM", help="do not start before this time (today or tomorrow), or an ISO date")
+    p.add_argument(
+        "--start-at",
+        metavar="HH:MM",
+        help="do not start before this time (today or tomorrow), or an ISO date",
+    )
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--parallel", "-j", type=_positive_int, default=4, metavar="N",
-                   help="files transferred at once (default: 4)")
-    p.add_argument("--bwlimit", metavar="RATE", help="bandwidth limit for the whole run, e.g. 50M (bytes/s, binary units)")
+    p.add_argument(
+        "--parallel",
+        "-j",
+        type=_positive_int,
+        default=4,
+        metavar="N",
+        help="files transferred at once (default: 4)",
+    )
+    p.add_argument(
+        "--bwlimit",
+        metavar="RATE",
+        help="bandwidth limit for the whole run, e.g. 50M (bytes/s, binary units)",
+    )
     p.add_argument("--json", action="store_true", help="print machine-readable progress and results (JSON lines)")
 
 
@@ -161,8 +175,9 @@ def progress_line(s: Snapshot) -> str:
 class Output:
     """Progress on the terminal (a redrawn line on stderr) or JSON lines on stdout."""
 
-    def __init__(self, accounting: Accounting, *, as_json: bool, out: TextIO | None = None,
-                 err: TextIO | None = None) -> None:
+    def __init__(
+        self, accounting: Accounting, *, as_json: bool, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
         self.accounting = accounting
         self.as_json = as_json
         self.out = out or sys.stdout
@@ -247,19 +262,21 @@ class CliListener:
     def task_finished(self, job_id: int, task: Task | NewTask, result: TaskResult) -> None:
         if self.output.as_json:
             with self.output.lock:
-                self.output.emit({
-                    "event": "file",
-                    "job": job_id,
-                    "kind": task.kind,
-                    "path": task.rel,
-                    "source": task.src,
-                    "destination": result.dst or task.dst,
-                    "state": result.state,
-                    "verified": result.verified,
-                    "hash_algo": result.hash_algo,
-                    "hash": result.hash,
-                    "error": result.error,
-                })
+                self.output.emit(
+                    {
+                        "event": "file",
+                        "job": job_id,
+                        "kind": task.kind,
+                        "path": task.rel,
+                        "source": task.src,
+                        "destination": result.dst or task.dst,
+                        "state": result.state,
+                        "verified": result.verified,
+                        "hash_algo": result.hash_algo,
+                        "hash": result.hash,
+                        "error": result.error,
+                    }
+                )
         elif result.state == "failed":
             self.output.message(f"failed: {escape_name(task.rel)}: {escape_name(result.error or '')}")
         elif result.state == "skipped" and result.error:
@@ -281,8 +298,13 @@ class CliListener:
 class TerminalAsk:
     """``--on-conflict ask`` on a terminal: one question per file, with answers for all of them."""
 
-    CHOICES = {
-        "o": "overwrite", "s": "skip", "r": "rename", "n": "newer", "d": "different", "c": "resume",
+    CHOICES: ClassVar[dict[str, str]] = {
+        "o": "overwrite",
+        "s": "skip",
+        "r": "rename",
+        "n": "newer",
+        "d": "different",
+        "c": "resume",
     }
 
     def __init__(self, output: Output) -> None:
@@ -390,7 +412,12 @@ def write_manifest(store: Store, job_id: int, target: str) -> int:
 
 
 def summary_text(job_state: str, s: Snapshot, verify: str) -> str:
-    how = {"sha256": "sha256 checked", "blake3": "blake3 checked", "size": "sizes checked", "none": "not verified"}
+    how = {
+        "sha256": "sha256 checked",
+        "blake3": "blake3 checked",
+        "size": "sizes checked",
+        "none": "not verified",
+    }
     copied = s.files_done - s.files_skipped
     text = (
         f"{copied:,} file(s) copied"

@@ -11,10 +11,10 @@ Secrets never go into messages or details: callers pass names and paths, never c
 from __future__ import annotations
 
 import errno
-from enum import Enum
+from enum import StrEnum
 
 
-class Action(str, Enum):
+class Action(StrEnum):
     """What the user can do about an error; the GUI turns it into a button."""
 
     NONE = "none"

@@ -113,9 +113,7 @@ def _detect() -> KeychainStatus:
     if isinstance(kr, fail.Keyring | null.Keyring):
         return KeychainStatus.missing(path, _NONE_FOUND)
     if path in _PLAINTEXT:
-        return KeychainStatus.missing(
-            path, f"keyring is set to a plain-text file ({path}), which Ferry does not use"
-        )
+        return KeychainStatus.missing(path, f"keyring is set to a plain-text file ({path}), which Ferry does not use")
     if isinstance(kr, chainer.ChainerBackend):
         # The chainer's own priority is negative when it wraps a single backend, yet it works.
         try:
@@ -173,9 +171,7 @@ def _downgrade(exc: BaseException) -> None:
     with _lock:
         old = _status
         backend = old.backend if old is not None else ""
-        _status = KeychainStatus.missing(
-            backend, f"The system keychain stopped working ({type(exc).__name__})"
-        )
+        _status = KeychainStatus.missing(backend, f"The system keychain stopped working ({type(exc).__name__})")
 
 
 def set_secret(key: str, value: str) -> bool:

@@ -112,9 +112,7 @@ def _validate_options(options: Mapping[str, str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in options.items():
         if not isinstance(key, str) or not _OPTION_RE.fullmatch(key):
-            raise UsageError(
-                f"Invalid option name {key!r}: use letters, digits, '_' or '-', starting with a letter"
-            )
+            raise UsageError(f"Invalid option name {key!r}: use letters, digits, '_' or '-', starting with a letter")
         if any(word in key.lower() for word in _SECRET_WORDS):
             raise UsageError(
                 f"Option '{key}' looks like a secret, and options are saved in plain text; "

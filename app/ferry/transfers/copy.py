@@ -24,7 +24,6 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
     AlreadyExists,
     ChecksumMismatch,
-    FerryError,
     NotFound,
     Transient,
     Unsupported,
@@ -227,8 +226,9 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
         # Once more from zero: a flipped bit in transit should not fail an overnight run.
         outcome = _transfer(task, ctx, source, dst, overwrite, False, cancel)
     ctx.accounting.file_finished("done")
-    return outcome if dst == task.dst else Outcome(outcome.state, outcome.verified, outcome.hash_algo,
-                                                   outcome.hash, dst)
+    return (
+        outcome if dst == task.dst else Outcome(outcome.state, outcome.verified, outcome.hash_algo, outcome.hash, dst)
+    )
 
 
 def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None):  # type: ignore[no-untyped-def]

@@ -83,9 +83,7 @@ def _nearest_existing(backend: Backend, path: str) -> Entry | None:
             path = parent
 
 
-def resolve_roots(
-    sources: list[Address], dest: Address, pool: BackendPool, *, recursive: bool
-) -> list[Root]:
+def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, recursive: bool) -> list[Root]:
     """Validate the request and decide each source's target path; raise UsageError if it is bad."""
     if not sources:
         raise UsageError("Nothing to copy: give at least one source")
@@ -120,8 +118,9 @@ def resolve_roots(
         if entry.is_dir and not recursive:
             raise UsageError(f"{src} is a folder (use -r to copy folders)")
         if entry.kind is Kind.SPECIAL:
-            raise UsageError(f"{src} is a {entry.meta.get('special', 'special file')}; only files, folders "
-                             "and links can be copied")
+            raise UsageError(
+                f"{src} is a {entry.meta.get('special', 'special file')}; only files, folders and links can be copied"
+            )
         name = entry.name or src.name
         if into:
             reason = unsafe_reason(name)
@@ -156,15 +155,42 @@ def _task_for(entry: Entry, dst_backend: Backend, dst: str, rel: str) -> NewTask
         return NewTask("dir", entry.path, dst, rel, None, mt)
     if entry.kind is Kind.LINK:
         if not dst_backend.capabilities.symlinks:
-            return NewTask("link", entry.path, dst, rel, None, mt, entry.link_target, state="skipped",
-                           error="symbolic link: the destination cannot store links")
+            return NewTask(
+                "link",
+                entry.path,
+                dst,
+                rel,
+                None,
+                mt,
+                entry.link_target,
+                state="skipped",
+                error="symbolic link: the destination cannot store links",
+            )
         if entry.link_target is None:
-            return NewTask("link", entry.path, dst, rel, None, mt, None, state="failed",
-                           error="symbolic link whose target cannot be read")
+            return NewTask(
+                "link",
+                entry.path,
+                dst,
+                rel,
+                None,
+                mt,
+                None,
+                state="failed",
+                error="symbolic link whose target cannot be read",
+            )
         return NewTask("link", entry.path, dst, rel, None, mt, entry.link_target)
     what = entry.meta.get("special", "special file")
-    return NewTask("special", entry.path, dst, rel, None, mt, what, state="skipped",
-                   error=f"{what}: special files are not copied")
+    return NewTask(
+        "special",
+        entry.path,
+        dst,
+        rel,
+        None,
+        mt,
+        what,
+        state="skipped",
+        error=f"{what}: special files are not copied",
+    )
 
 
 def expand(roots: list[Root], cancel: CancelToken | None = None) -> Iterator[NewTask]:
@@ -189,8 +215,16 @@ def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
         except FerryError as exc:
             if cancel is not None and cancel.cancelled:
                 raise
-            yield NewTask("dir", src_dir + "\x00unreadable", dst_dir, rel_dir, None, None, state="failed",
-                          error=f"Cannot list {src_b.display(src_dir)}: {describe(exc)}")
+            yield NewTask(
+                "dir",
+                src_dir + "\x00unreadable",
+                dst_dir,
+                rel_dir,
+                None,
+                None,
+                state="failed",
+                error=f"Cannot list {src_b.display(src_dir)}: {describe(exc)}",
+            )
             continue
         for e in entries:
             rel = f"{rel_dir}/{e.name}"
@@ -202,8 +236,16 @@ def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
             if e.is_dir and src_b.scheme == "local":
                 real = os.path.realpath(e.path)
                 if real in seen:
-                    yield NewTask("dir", e.path, dst, rel, None, None, state="skipped",
-                                  error="folder already copied once (a loop through a mount)")
+                    yield NewTask(
+                        "dir",
+                        e.path,
+                        dst,
+                        rel,
+                        None,
+                        None,
+                        state="skipped",
+                        error="folder already copied once (a loop through a mount)",
+                    )
                     continue
                 seen.add(real)
             yield _task_for(e, dst_b, dst, rel)

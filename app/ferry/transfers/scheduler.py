@@ -226,8 +226,11 @@ class Runner:
         if self.config.job_ids is not None:
             wanted = set(self.config.job_ids)
             jobs = [j for j in jobs if j.id in wanted]
-        return [j for j in jobs if j.id not in self._runs and (j.state == "queued" or not j.runner_alive
-                                                                 or j.runner == self.runner)]
+        return [
+            j
+            for j in jobs
+            if j.id not in self._runs and (j.state == "queued" or not j.runner_alive or j.runner == self.runner)
+        ]
 
     def _job_ready_at(self, job: Job, now: datetime) -> datetime | None:
         """When ``job`` may run: now, later (window/start time/retry backoff), or None if never."""
@@ -298,8 +301,21 @@ class Runner:
                 try:
                     entry = run.src.stat(src_path)
                 except NotFound:
-                    self._record_planned(run, [NewTask("file", src_path, dst_path, rel, None, None, state="failed",
-                                                       error=f"Source not found: {run.src.display(src_path)}")])
+                    self._record_planned(
+                        run,
+                        [
+                            NewTask(
+                                "file",
+                                src_path,
+                                dst_path,
+                                rel,
+                                None,
+                                None,
+                                state="failed",
+                                error=f"Source not found: {run.src.display(src_path)}",
+                            )
+                        ],
+                    )
                     continue
                 roots.append(Root(run.src, entry, run.dst, dst_path, rel))
             batch: list[NewTask] = []
@@ -326,8 +342,9 @@ class Runner:
         self.accounting.add_total(len(files), sum(t.size or 0 for t in files))
         for t in new:
             if t.state != "queued":
-                res = TaskResult(0, t.state, 0, error_kind="skipped" if t.state == "skipped" else "error",
-                                 error=t.error)
+                res = TaskResult(
+                    0, t.state, 0, error_kind="skipped" if t.state == "skipped" else "error", error=t.error
+                )
                 if t.kind == "file":
                     self.accounting.file_finished(t.state, t.size or 0)
                 if t.state == "failed":
@@ -472,8 +489,10 @@ class Runner:
         if isinstance(exc, OSError) and not isinstance(exc, FerryError):
             exc = from_oserror(exc, run.dst.display(task.dst))
         if isinstance(exc, NoSpace):
-            msg = (f"Destination full while writing {run.dst.display(task.dst)}: free some space, then "
-                   f"'ferry queue resume {run.job.id}'")
+            msg = (
+                f"Destination full while writing {run.dst.display(task.dst)}: free some space, then "
+                f"'ferry queue resume {run.job.id}'"
+            )
             if not run.stopping:
                 self._stop_job(run, "no-space", msg)
                 self.store.set_job_state(run.job.id, "paused", msg)
@@ -483,8 +502,14 @@ class Runner:
         if isinstance(exc, Transient) and not isinstance(exc, ChecksumMismatch) and attempts < self.config.max_attempts:
             delay = min(self.config.backoff_cap, self.config.backoff_base * 2 ** (attempts - 1))
             delay *= random.uniform(0.5, 1.0)  # jitter: parallel retries do not stampede a server
-            return TaskResult(task.id, "queued", attempts, error_kind=kind, error=f"{message} (retry {attempts})",
-                              not_before=time.time() + delay)
+            return TaskResult(
+                task.id,
+                "queued",
+                attempts,
+                error_kind=kind,
+                error=f"{message} (retry {attempts})",
+                not_before=time.time() + delay,
+            )
         if not isinstance(exc, FerryError):
             log.error("unexpected error in task %s", task.id, exc_info=exc)
         res = TaskResult(task.id, "failed", attempts, error_kind=kind, error=message)
@@ -572,4 +597,3 @@ def _failed_non_files(store: Store, job_id: int) -> int:
 
 def default_parallel() -> int:
     return max(2, min(8, (os.cpu_count() or 2) * 2))
-

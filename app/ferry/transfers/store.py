@@ -272,9 +272,7 @@ class Store:
         ensure_private_dir(self.path.parent)
         self._lock = threading.RLock()
         try:
-            self._db = sqlite3.connect(
-                self.path, timeout=30, isolation_level=None, check_same_thread=False
-            )
+            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute("PRAGMA foreign_keys=ON")
@@ -333,8 +331,17 @@ class Store:
         cur = self._write(
             "INSERT INTO jobs (created, state, sources, dest, options, roots, runner, heartbeat, started) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (now, state, json.dumps(sources), dest, options.to_json(), roots_json(roots), runner,
-             now if runner else None, now if runner else None),
+            (
+                now,
+                state,
+                json.dumps(sources),
+                dest,
+                options.to_json(),
+                roots_json(roots),
+                runner,
+                now if runner else None,
+                now if runner else None,
+            ),
         )
         return int(cur.lastrowid or 0)
 
@@ -351,7 +358,7 @@ class Store:
         if states is not None:
             st = list(states)
             sql += f" WHERE state IN ({','.join('?' * len(st))})"
-            params = st
+            params = list(st)
         with self._lock:
             return [_job(r) for r in self._db.execute(sql + " ORDER BY id", params)]
 
@@ -443,8 +450,18 @@ class Store:
             for t in tasks:
                 cur = execute(
                     sql,
-                    (job_id, t.kind, enc(t.src), enc(t.dst), enc(t.rel), t.size, t.mtime_us, t.extra, t.state,
-                     t.error),
+                    (
+                        job_id,
+                        t.kind,
+                        enc(t.src),
+                        enc(t.dst),
+                        enc(t.rel),
+                        t.size,
+                        t.mtime_us,
+                        t.extra,
+                        t.state,
+                        t.error,
+                    ),
                 )
                 if cur.rowcount:
                     inserted.append(t)
@@ -494,8 +511,20 @@ class Store:
                 "error = ?, not_before = ?, finished = ?, dst = COALESCE(?, dst), "
                 "interrupted = CASE WHEN ? = 'queued' THEN interrupted ELSE 0 END WHERE id = ?",
                 [
-                    (r.state, r.attempts, r.hash_algo, r.hash, r.verified, r.error_kind, r.error, r.not_before,
-                     now if r.state not in TASK_OPEN else None, enc(r.dst) if r.dst else None, r.state, r.task_id)
+                    (
+                        r.state,
+                        r.attempts,
+                        r.hash_algo,
+                        r.hash,
+                        r.verified,
+                        r.error_kind,
+                        r.error,
+                        r.not_before,
+                        now if r.state not in TASK_OPEN else None,
+                        enc(r.dst) if r.dst else None,
+                        r.state,
+                        r.task_id,
+                    )
                     for r in results
                 ],
             )
@@ -538,13 +567,18 @@ class Store:
         with self._lock:
             return int(
                 self._db.execute(
-                    "SELECT COUNT(*) FROM tasks WHERE job_id = ? AND state IN ('queued', 'running')", (job_id,)
+                    "SELECT COUNT(*) FROM tasks WHERE job_id = ? AND state IN ('queued', 'running')",
+                    (job_id,),
                 ).fetchone()[0]
             )
 
     def tasks(
-        self, job_id: int, states: Iterable[str] | None = None, kinds: Iterable[str] | None = None,
-        page: int = 2000, order_desc: bool = False,
+        self,
+        job_id: int,
+        states: Iterable[str] | None = None,
+        kinds: Iterable[str] | None = None,
+        page: int = 2000,
+        order_desc: bool = False,
     ) -> Iterator[Task]:
         """All tasks of a job in pages (keyset pagination: memory stays flat for a million rows)."""
         where = ["job_id = ?"]
