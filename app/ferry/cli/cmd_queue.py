@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from datetime import datetime
 from typing import Any
 
@@ -343,7 +342,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     listener = tc.CliListener(output)
     runner.listener = listener
     tc.install_stop_handlers(runner)
-    started = time.monotonic()
     output.start()
     try:
         summary = runner.run()
@@ -373,8 +371,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
             why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(summary.stopped, "")
-            sys.stderr.write(
-                f"{tc.summary_text('', snap, 'sha256').rsplit(';', 1)[0]}; {line}{why} "
-                f"[{time.monotonic() - started:.1f}s]\n"
-            )
+            copied = tc.summary_text("", snap, "").rsplit(";", 1)[0]
+            sys.stderr.write(f"{copied}; {line}{why}\n")
     return code

@@ -17,7 +17,7 @@ from typing import IO, Any, ClassVar, TextIO
 
 from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
-from ferry.core.errors import UsageError
+from ferry.core.errors import AlreadyExists, UsageError
 from ferry.core.hashing import VERIFY_MODES
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
@@ -331,11 +331,12 @@ class TerminalAsk:
                     )
                     tty.flush()
                     while True:
-                        answer = tty.readline().strip()
+                        line = tty.readline()
+                        if not line:  # the terminal went away: fail this file rather than guess
+                            raise AlreadyExists(f"{conflict.display} exists and the question went unanswered")
+                        answer = line.strip()
                         if answer and answer.lower() in self.CHOICES:
                             break
-                        if not answer and tty.closed:
-                            return "skip"
                         tty.write("Please answer o, s, r, n, d or c (capital for all): ")
                         tty.flush()
                 finally:

@@ -180,13 +180,15 @@ def _verify_existing(task: Task, ctx: CopyContext, source: Entry, existing: Entr
     """After a crash, a task may already have been renamed into place: check it rather than redo it."""
     algo = ctx.options.hash_algo
     if algo is None:
-        ctx.accounting.file_finished("skipped", source.size or 0)
+        ctx.accounting.add_bytes(source.size or 0)
+        ctx.accounting.file_finished("done")
         return Outcome("done", "size only (finished before restart)")
     src_hash = ctx.src.hash(source.path, algo, cancel) if algo in ctx.src.capabilities.hashes else None
     dst_hash = ctx.dst.hash(existing.path, algo, cancel) if algo in ctx.dst.capabilities.hashes else None
     if src_hash is None or src_hash != dst_hash:
         raise ChecksumMismatch(f"{ctx.dst.display(existing.path)} differs from its source after restart")
-    ctx.accounting.file_finished("skipped", source.size or 0)
+    ctx.accounting.add_bytes(source.size or 0)
+    ctx.accounting.file_finished("done")
     return Outcome("done", f"{algo} match (checked after restart)", algo, src_hash)
 
 

@@ -30,7 +30,7 @@ SCHEMA_VERSION = 1
 _MIGRATIONS: dict[int, str] = {
     1: """
     CREATE TABLE jobs (
-        id          INTEGER PRIMARY KEY,
+        id          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reuse a number a person has seen
         created     REAL    NOT NULL,
         state       TEXT    NOT NULL,
         sources     TEXT    NOT NULL,   -- JSON list of addresses as given
