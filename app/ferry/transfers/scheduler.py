@@ -135,10 +135,10 @@ class Runner:
         self._stop = CancelToken()
         self._global_bucket = TokenBucket(config.bwlimit) if config.bwlimit else None
         self._runs: dict[int, _JobRun] = {}
-        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(128, config.parallel * 32))
+        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(1024, config.parallel * 64))
         # Claimed from the store ahead of the workers: enough that small files never wait on the
         # database, few enough that a pause hands back little.
-        self._claim_batch = max(256, config.parallel * 64)
+        self._claim_batch = max(1024, config.parallel * 64)
         self._done: queue.Queue[_Done] = queue.Queue()
         self._sems: dict[str, threading.Semaphore] = {}
         self._sem_lock = threading.Lock()
@@ -355,7 +355,7 @@ class Runner:
         """See pause/cancel requests from other processes (``ferry queue pause``)."""
         if not self._runs:
             return
-        for job in self.store.jobs():
+        for job in self.store.jobs(ids=list(self._runs)):
             run = self._runs.get(job.id)
             if run is None or run.stopping:
                 continue
@@ -397,7 +397,12 @@ class Runner:
                 "no-space": ("paused", run.stop_message),
                 "cancel": ("cancelled", run.stop_message or "cancelled"),
                 "window": ("queued", run.stop_message),
-                "shutdown": ("queued", "interrupted; 'ferry queue run' continues it"),
+                "shutdown": (
+                    "queued",
+                    "stopped at the end of the time window; the next 'ferry queue run' continues it"
+                    if self._summary.stopped == "window"
+                    else "interrupted; 'ferry queue run' continues it",
+                ),
             }[run.stopping]
         if state == "cancelled":
             self._remove_partials(run)
@@ -563,7 +568,8 @@ class Runner:
                 run.stopping = "shutdown"
         # Drain: workers finish (cancelled) what they hold; results are recorded.
         while any(r.inflight for r in self._runs.values()):
-            self._collect(TICK)
+            time.sleep(0.01)
+            self._collect(0)
         try:
             while True:
                 item = self._work.get_nowait()

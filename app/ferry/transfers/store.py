@@ -352,13 +352,19 @@ class Store:
             raise UsageError(f"No job {job_id} in the queue (see 'ferry queue list')")
         return _job(row)
 
-    def jobs(self, states: Iterable[str] | None = None) -> list[Job]:
+    def jobs(self, states: Iterable[str] | None = None, ids: Sequence[int] | None = None) -> list[Job]:
         sql = f"SELECT {_JOB_COLS} FROM jobs"
+        where: list[str] = []
         params: list[object] = []
         if states is not None:
             st = list(states)
-            sql += f" WHERE state IN ({','.join('?' * len(st))})"
-            params = list(st)
+            where.append(f"state IN ({','.join('?' * len(st))})")
+            params += st
+        if ids is not None:
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            params += list(ids)
+        if where:
+            sql += " WHERE " + " AND ".join(where)
         with self._lock:
             return [_job(r) for r in self._db.execute(sql + " ORDER BY id", params)]
 
