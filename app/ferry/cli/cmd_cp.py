@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     store = Store()
     me = runner_id()
     job_id = tc.create_job(store, srcs, dst, roots, options, state="running", runner=me)
-    runner = Runner(store, RunConfig(parallel=args.parallel, job_ids=[job_id]), pool=pool)
+    runner = Runner(store, RunConfig(job_ids=[job_id], **tc.parallel_config(args.parallel)), pool=pool)
     output = tc.Output(runner.accounting, as_json=args.json)
     runner.listener = tc.CliListener(output)
     if options.on_conflict == "ask" and tc.can_ask():

@@ -328,7 +328,7 @@ def cmd_clear(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     config = RunConfig(
-        parallel=args.parallel,
+        **tc.parallel_config(args.parallel),
         bwlimit=parse_size(args.bwlimit) if args.bwlimit else None,
         window=parse_window(args.window) if args.window else None,
         start_at=parse_start_at(args.start_at) if args.start_at else None,

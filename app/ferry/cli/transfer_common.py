@@ -65,10 +65,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--parallel",
         "-j",
-        type=_positive_int,
+        type=_parallel,
         default=4,
         metavar="N",
-        help="files transferred at once (default: 4)",
+        help="files transferred at once (default: 4); 'auto' tunes it while running, up to 16",
     )
     p.add_argument(
         "--bwlimit",
@@ -76,6 +76,21 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="bandwidth limit for the whole run, e.g. 50M (bytes/s, binary units)",
     )
     p.add_argument("--json", action="store_true", help="print machine-readable progress and results (JSON lines)")
+
+
+AUTO_MAX = 16
+
+
+def _parallel(text: str) -> int:
+    """A count, or 0 for 'auto' (see :func:`parallel_config`)."""
+    if text.strip().lower() == "auto":
+        return 0
+    return _positive_int(text)
+
+
+def parallel_config(value: int) -> dict[str, Any]:
+    """RunConfig fields for a parsed --parallel value."""
+    return {"parallel": AUTO_MAX, "auto_parallel": True} if value == 0 else {"parallel": value}
 
 
 def _positive_int(text: str) -> int:

@@ -45,6 +45,7 @@ from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.planner import Root, expand, from_us
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
+from ferry.transfers.tuning import Gate, Tuner
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,8 @@ class NullListener:
 
 @dataclass
 class RunConfig:
-    parallel: int = 4
+    parallel: int = 4  # with auto_parallel: the most it may try
+    auto_parallel: bool = False
     bwlimit: int | None = None
     window: Window | None = None
     start_at: datetime | None = None
@@ -144,6 +146,8 @@ class Runner:
         self._sem_lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._summary = RunSummary()
+        self._gate = Gate(config.parallel)
+        self.tuner = Tuner(self._gate, config.parallel) if config.auto_parallel else None
 
     # ---- control from other threads ----
     def stop(self, reason: str = "interrupted") -> None:
@@ -187,6 +191,9 @@ class Runner:
                 self.store.heartbeat(self._runs, self.runner)
             buffered = self._feed(buffered)
             self._collect(TICK)
+            if self.tuner is not None:
+                a = self.accounting
+                self.tuner.observe(a.bytes_done, a.files_done, busy=a.active > 0)
             self._finish_jobs()
             if not self._runs and not buffered:
                 wake = self._next_wake()
@@ -526,27 +533,36 @@ class Runner:
 
     def _worker(self) -> None:
         while True:
-            item = self._work.get()
-            if item is None:
-                return
-            run, task = item
-            outcome: Outcome | None = None
-            error: BaseException | None = None
-            token = run.cancel  # job-wide: pause/cancel/shutdown stop every file of the job at once
-            sems = self._semaphores(run)
-            for s in sems:
-                s.acquire()
-            self.accounting.active_delta(1)
+            # The gate comes first, so with --parallel auto only as many workers as the tuner
+            # allows compete for tasks; the others sleep without holding one.
+            self._gate.acquire()
             try:
-                token.check()
-                outcome = run_task(task, run.ctx, token)
-            except BaseException as exc:
-                error = exc
+                item = self._work.get()
+                if item is None:
+                    return
+                run, task = item
+                self._done.put(self._execute(run, task))
             finally:
-                self.accounting.active_delta(-1)
-                for s in reversed(sems):
-                    s.release()
-            self._done.put(_Done(run, task, outcome, error))
+                self._gate.release()
+
+    def _execute(self, run: _JobRun, task: Task) -> _Done:
+        outcome: Outcome | None = None
+        error: BaseException | None = None
+        token = run.cancel  # job-wide: pause/cancel/shutdown stop every file of the job at once
+        sems = self._semaphores(run)
+        for s in sems:
+            s.acquire()
+        self.accounting.active_delta(1)
+        try:
+            token.check()
+            outcome = run_task(task, run.ctx, token)
+        except BaseException as exc:
+            error = exc
+        finally:
+            self.accounting.active_delta(-1)
+            for s in reversed(sems):
+                s.release()
+        return _Done(run, task, outcome, error)
 
     def _semaphores(self, run: _JobRun) -> list[threading.Semaphore]:
         out = []
@@ -578,6 +594,7 @@ class Runner:
                     item[0].inflight -= 1
         except queue.Empty:
             pass
+        self._gate.set_limit(len(self._workers))  # let every worker reach its stop signal
         for _ in self._workers:
             self._work.put(None)
         for w in self._workers:
