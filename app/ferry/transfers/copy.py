@@ -172,7 +172,12 @@ def _make_link(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
             raise AlreadyExists(f"A folder is in the way of link {ctx.dst.display(dst)}")
         else:
             ctx.dst.remove(dst)
-    ctx.dst.symlink(target, dst)
+    try:
+        ctx.dst.symlink(target, dst)
+    except NotFound:
+        # Its folder's own task may still be waiting for another worker: make the folder here.
+        ctx.dst.mkdir(ctx.dst.split(dst)[0], parents=True, exist_ok=True)
+        ctx.dst.symlink(target, dst)
     return Outcome("done", "link", dst=dst if dst != task.dst else None)
 
 

@@ -89,22 +89,12 @@ def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, r
         raise UsageError("Nothing to copy: give at least one source")
     dst_backend = pool.get(dest)
     try:
-        dst_entry: Entry | None = dst_backend.stat(dest.path)
-    except NotFound:
-        dst_entry = None
-    if dst_entry is not None and dst_entry.kind is Kind.LINK and dest.is_local and os.path.isdir(dest.path):
-        dst_entry = dst_backend.stat(os.path.realpath(dest.path))  # a link to a folder is that folder
-    into = (dst_entry is not None and dst_entry.is_dir) or (
-        dst_entry is None and (len(sources) > 1 or dest.trailing_slash)
-    )
-    if dst_entry is not None and not dst_entry.is_dir and len(sources) > 1:
-        raise UsageError(f"Target {dest} is not a folder (several sources need a folder)")
-    if dst_entry is None or dst_entry.is_dir:
-        anchor = _nearest_existing(dst_backend, dest.path)
-        if anchor is not None and not anchor.is_dir:
-            raise UsageError(f"Cannot create {dest}: {dst_backend.display(anchor.path)} is not a folder")
-        if anchor is not None:
-            check_writable(dst_backend, anchor.path)
+        dst_entry, into = _check_destination(dst_backend, dest, len(sources))
+    except UsageError:
+        raise
+    except FerryError as exc:
+        # ENOTDIR, EACCES ... on the destination's path: bad input, reported before any change.
+        raise UsageError(f"Cannot write to {dest}: {exc.message[:1].lower()}{exc.message[1:]}") from exc
 
     roots: list[Root] = []
     for src in sources:
@@ -140,6 +130,28 @@ def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, r
                 raise UsageError(f"{src} and {dst_backend.display(target)} are the same file")
         roots.append(Root(src_backend, entry, dst_backend, target, rel))
     return roots
+
+
+def _check_destination(dst_backend: Backend, dest: Address, n_sources: int) -> tuple[Entry | None, bool]:
+    """Stat the destination; return (its entry or None, whether sources go *into* it)."""
+    try:
+        dst_entry: Entry | None = dst_backend.stat(dest.path)
+    except NotFound:
+        dst_entry = None
+    if dst_entry is not None and dst_entry.kind is Kind.LINK and dest.is_local and os.path.isdir(dest.path):
+        dst_entry = dst_backend.stat(os.path.realpath(dest.path))  # a link to a folder is that folder
+    into = (dst_entry is not None and dst_entry.is_dir) or (
+        dst_entry is None and (n_sources > 1 or dest.trailing_slash)
+    )
+    if dst_entry is not None and not dst_entry.is_dir and n_sources > 1:
+        raise UsageError(f"Target {dest} is not a folder (several sources need a folder)")
+    if dst_entry is None or dst_entry.is_dir:
+        anchor = _nearest_existing(dst_backend, dest.path)
+        if anchor is not None and not anchor.is_dir:
+            raise UsageError(f"Cannot create {dest}: {dst_backend.display(anchor.path)} is not a folder")
+        if anchor is not None:
+            check_writable(dst_backend, anchor.path)
+    return dst_entry, into
 
 
 def check_writable(backend: Backend, folder: str) -> None:
