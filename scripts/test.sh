@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'
 echo "== ruff"
-.venv/bin/ruff check app tests benchmarks
+.venv/bin/ruff check .
 echo "== mypy"
 .venv/bin/mypy
 echo "== pytest"
