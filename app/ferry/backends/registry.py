@@ -15,9 +15,10 @@ from ferry.core.errors import Unsupported
 _BACKENDS: dict[str, str] = {
     "local": "ferry.backends.local:LocalBackend",
     "memory": "ferry.backends.memory:MemoryBackend",
+    "sftp": "ferry.backends.sftp:SFTPBackend",
 }
 
-_PLANNED = {"sftp": "SSH/SFTP", "s3": "S3", "globus": "Globus"}
+_PLANNED = {"s3": "S3", "globus": "Globus"}
 
 
 def register(scheme: str, target: str) -> None:

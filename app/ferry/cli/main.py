@@ -50,7 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _setup_interaction() -> None:
+    """Warnings (e.g. unsupported ssh_config options) as one line each; questions on the terminal."""
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="ferry: warning: %(message)s")
+    if sys.stdin is not None and sys.stdin.isatty():
+        from ferry.credentials.prompts import TerminalPrompter, set_prompter
+
+        set_prompter(TerminalPrompter())
+
+
 def main(argv: list[str]) -> int:
+    _setup_interaction()
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler | None = getattr(args, "handler", None)

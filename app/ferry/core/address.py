@@ -89,7 +89,8 @@ class Address:
             return f"{self.site}:{self.path}"
         user = f"{self.user}@" if self.user else ""
         port = f":{self.port}" if self.port else ""
-        sep = "" if self.path.startswith("/") or not self.path else "/"
+        # A path relative to the login folder is written sftp://host/~/path (as sftp URLs do).
+        sep = "" if self.path.startswith("/") or not self.path else ("/~/" if self.scheme == "sftp" else "/")
         return f"{self.scheme}://{user}{self._host}{port}{sep}{self.path}"
 
 
@@ -168,6 +169,8 @@ def _parse_url(text: str) -> Address:
         user, host, port = _split_netloc(netloc, text)
         if not host:
             raise UsageError(f"Missing host in {text!r} (expected sftp://[user@]host[:port]/path)")
+        if path == "/~" or path.startswith("/~/"):
+            path = path[3:]  # relative to the login folder
         return Address("sftp", path or "", host=host, user=user, port=port, trailing_slash=trailing)
     if "@" in netloc:
         raise UsageError(f"A user name is not part of {scheme}:// addresses: {text!r}")

@@ -352,5 +352,17 @@ def _line_of_site(text: str, name: str) -> int | None:
 
 
 def resolve_address(text: str) -> Address:
-    """Parse what the user typed, resolving ``NAME:path`` through the saved sites."""
-    return parse_address(text, sites=SiteStore().resolver())
+    """Parse what the user typed, resolving ``NAME:path`` through the saved sites, then through
+    ssh_config host aliases (``cluster:/scratch/me``, as scp and rsync understand it)."""
+    saved = SiteStore().resolver()
+
+    def resolver(name: str) -> Address | None:
+        found = saved(name)
+        if found is None:
+            from ferry.credentials.ssh_config import is_alias
+
+            if is_alias(name):
+                return Address("sftp", "", host=name)
+        return found
+
+    return parse_address(text, sites=resolver)
