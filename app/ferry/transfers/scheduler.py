@@ -584,7 +584,11 @@ class Runner:
                 run.stopping = "shutdown"
         # Drain: workers finish (cancelled) what they hold; results are recorded.
         while any(r.inflight for r in self._runs.values()):
-            time.sleep(0.01)
+            try:
+                first = self._done.get(timeout=0.5)  # wake on the next result, not on a timer
+            except queue.Empty:
+                continue
+            self._done.put(first)
             self._collect(0)
         try:
             while True:
