@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Debian/Ubuntu packages the test suite needs, installed only when missing (so a developer's
 # second run costs nothing). Uses sudo when not root. Later backends add their servers here
-# (Qt's xcb libraries and Xvfb for the GUI).
+
 set -euo pipefail
 need=()
 command -v sha256sum >/dev/null || need+=(coreutils)
@@ -12,6 +12,15 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # `sudo systemctl disable --now ssh` if unwanted.
 [ -x /usr/sbin/sshd ] || need+=(openssh-server)
 command -v sftp >/dev/null || need+=(openssh-client)
+# A real second factor behind sshd's PAM for the 2FA tests (TOTP codes computed by the test).
+[ -e /lib/x86_64-linux-gnu/security/pam_google_authenticator.so ] || [ -e /usr/lib/security/pam_google_authenticator.so ] \
+  || dpkg -s libpam-google-authenticator >/dev/null 2>&1 || need+=(libpam-google-authenticator)
+# Qt's xcb platform under Xvfb (screenshots), fonts so glyphs are not boxes (see stack notes).
+for pkg in xvfb xauth libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-x11-0 libegl1 libgl1 \
+  libdbus-1-3 libglib2.0-0 fontconfig fonts-dejavu-core libxcb-shape0 libxcb-randr0 libxcb-render-util0 \
+  libxcb-image0 libxcb-xkb1 libxkbcommon0; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi

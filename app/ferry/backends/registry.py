@@ -16,9 +16,9 @@ _BACKENDS: dict[str, str] = {
     "local": "ferry.backends.local:LocalBackend",
     "memory": "ferry.backends.memory:MemoryBackend",
     "sftp": "ferry.backends.sftp:SFTPBackend",
+    "s3": "ferry.backends.s3:S3Backend",
+    "globus": "ferry.backends.globus:GlobusBackend",
 }
-
-_PLANNED = {"s3": "S3", "globus": "Globus"}
 
 
 def register(scheme: str, target: str) -> None:
@@ -30,11 +30,6 @@ def backend_class(scheme: str) -> type[Backend]:
     try:
         target = _BACKENDS[scheme]
     except KeyError:
-        if scheme in _PLANNED:
-            raise Unsupported(
-                f"{_PLANNED[scheme]} addresses ({scheme}://) are understood, but this version of Ferry "
-                f"has no {_PLANNED[scheme]} backend yet"
-            ) from None
         raise Unsupported(f"No backend for '{scheme}' addresses") from None
     module, _, name = target.partition(":")
     cls: type[Backend] = getattr(importlib.import_module(module), name)

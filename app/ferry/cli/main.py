@@ -27,7 +27,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ferry.cli import cmd_cp, cmd_hash, cmd_ls, cmd_queue, cmd_sites
+    from ferry.cli import cmd_cp, cmd_globus, cmd_hash, cmd_ls, cmd_queue, cmd_s3, cmd_share, cmd_sites, cmd_watch
 
     parser = _Parser(
         prog="ferry",
@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ferry {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="show technical detail with errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (cmd_cp, cmd_queue, cmd_ls, cmd_hash, cmd_sites):
+    # One line per command module; each owns its subcommand tree.
+    for module in (cmd_cp, cmd_queue, cmd_watch, cmd_ls, cmd_hash, cmd_sites, cmd_share, cmd_s3, cmd_globus):
         module.register(sub)
     return parser
 

@@ -48,3 +48,24 @@ def format_duration(seconds: float | None) -> str:
     if h >= 100:
         return f"{h // 24}d{h % 24:02d}h"
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
+
+
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|min|s|sec)?", re.IGNORECASE)
+_SECONDS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> float:
+    """``2h`` -> 7200.0; also ``90s``, ``30m``, ``7d``, ``1h30m`` and a bare number of seconds."""
+    s = text.strip().lower()
+    pos, total = 0, 0.0
+    while pos < len(s):
+        m = _DURATION_RE.match(s, pos)
+        if not m or m.end() == pos:
+            raise UsageError(f"Malformed duration {text!r} (examples: 90s, 30m, 2h, 7d, 1h30m)")
+        total += float(m.group(1)) * _SECONDS[(m.group(2) or "").lower()]
+        pos = m.end()
+        while pos < len(s) and s[pos] == " ":
+            pos += 1
+    if not s or total <= 0:
+        raise UsageError(f"Duration must be longer than zero: {text!r}")
+    return total

@@ -25,7 +25,7 @@ from ferry.core.dirs import data_dir, ensure_private_dir
 from ferry.core.errors import FerryError, UsageError
 from ferry.transfers.options import JobOptions
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -67,6 +67,20 @@ _MIGRATIONS: dict[int, str] = {
         UNIQUE (job_id, src)
     );
     CREATE INDEX tasks_job_state ON tasks (job_id, state, id);
+    """,
+    # Protocol state a backend must find again after a crash: an S3 UploadId and its finished
+    # parts per task, a Globus submission_id/task_id per job. Opaque JSON/text to the store.
+    2: """
+    CREATE TABLE task_resume (
+        task_id     INTEGER PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+        data        TEXT    NOT NULL    -- JSON object owned by the destination backend
+    );
+    CREATE TABLE job_values (
+        job_id      INTEGER NOT NULL REFERENCES jobs(id) ON DELETE CASCADE,
+        key         TEXT    NOT NULL,
+        value       TEXT    NOT NULL,
+        PRIMARY KEY (job_id, key)
+    );
     """,
 }
 
@@ -554,6 +568,43 @@ class Store:
             "UPDATE tasks SET state = 'cancelled', finished = ? WHERE job_id = ? AND state = 'queued'",
             (time.time(), job_id),
         )
+
+    # ---- protocol state kept for resuming (see migration 2) ----
+    def task_resume(self, task_id: int) -> dict[str, object] | None:
+        with self._lock:
+            row = self._db.execute("SELECT data FROM task_resume WHERE task_id = ?", (task_id,)).fetchone()
+        if row is None:
+            return None
+        data: dict[str, object] = json.loads(row[0])
+        return data
+
+    def set_task_resume(self, task_id: int, data: dict[str, object] | None) -> None:
+        """Record (or, with None, forget) what a backend needs to resume this task after a crash."""
+        if data is None:
+            self._write("DELETE FROM task_resume WHERE task_id = ?", (task_id,))
+        else:
+            self._write(
+                "INSERT INTO task_resume (task_id, data) VALUES (?, ?) "
+                "ON CONFLICT (task_id) DO UPDATE SET data = excluded.data",
+                (task_id, json.dumps(data, sort_keys=True)),
+            )
+
+    def job_value(self, job_id: int, key: str) -> str | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT value FROM job_values WHERE job_id = ? AND key = ?", (job_id, key)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_job_value(self, job_id: int, key: str, value: str | None) -> None:
+        if value is None:
+            self._write("DELETE FROM job_values WHERE job_id = ? AND key = ?", (job_id, key))
+        else:
+            self._write(
+                "INSERT INTO job_values (job_id, key, value) VALUES (?, ?, ?) "
+                "ON CONFLICT (job_id, key) DO UPDATE SET value = excluded.value",
+                (job_id, key, value),
+            )
 
     def counts(self, job_id: int) -> JobCounts:
         with self._lock:
