@@ -11,7 +11,7 @@ import pytest
 import ferry.core.schedule as schedule_mod
 from ferry.core.errors import UsageError
 from ferry.core.schedule import Window, parse_start_at, parse_window
-from ferry.core.units import format_duration, format_rate, format_size, parse_size
+from ferry.core.units import format_duration, format_rate, format_size, parse_duration, parse_size
 
 # -- sizes --
 
@@ -228,3 +228,18 @@ def test_parse_start_at_across_a_dst_change(berlin: None, monkeypatch: pytest.Mo
     monkeypatch.setattr(schedule_mod, "now_local", lambda: now)
     # 22:00 on 2024-03-31 in Berlin is 20:00 UTC.
     assert parse_start_at("22:00") == datetime(2024, 3, 31, 20, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("90", 90), ("90s", 90), ("30m", 1800), ("2h", 7200), ("7d", 604800), ("1h30m", 5400), ("1.5h", 5400),
+     ("2 h", 7200), ("1w", 604800), ("10min", 600)],
+)
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "soon", "h", "0", "0s", "-5m", "2x", "1h-"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(UsageError):
+        parse_duration(text)

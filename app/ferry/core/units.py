@@ -50,7 +50,7 @@ def format_duration(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m:02d}:{s:02d}"
 
 
-_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|min|s|sec)?", re.IGNORECASE)
+_DURATION_RE = re.compile(r"(\d+(?:\.\d+)?)\s*(min|sec|w|d|h|m|s)?", re.IGNORECASE)
 _SECONDS = {"": 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "w": 604800}
 
 
