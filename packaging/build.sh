@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Build Ferry's Linux bundle: dist/ferry/ (one folder, run dist/ferry/ferry) and
+# dist/ferry-VERSION-linux-ARCH.tar.gz, print its size and file count, then run its --selftest.
+#
+# Usage: packaging/build.sh [--out DIR] [--no-selftest]
+#   --out DIR       put dist/ and the PyInstaller work folder under DIR instead of the repository
+#   --no-selftest   skip running the bundle's self-test at the end
+# PYTHON=/path/to/python picks the interpreter (default: the repository's .venv).
+#
+# Build on the oldest Linux you support: the bundle carries the build machine's libc
+# requirements (PySide6 wheels already need glibc 2.34 or later).
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=$ROOT
+SELFTEST=yes
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --out) OUT=$(mkdir -p "$2" && cd "$2" && pwd); shift 2 ;;
+        --no-selftest) SELFTEST=no; shift ;;
+        -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "build.sh: unknown option '$1' (try --help)" >&2; exit 2 ;;
+    esac
+done
+PY=${PYTHON:-$ROOT/.venv/bin/python}
+if ! "$PY" -c "import PyInstaller" 2>/dev/null; then
+    echo "build.sh: PyInstaller is not installed for $PY; install it with: $PY -m pip install -e '$ROOT[package]'" >&2
+    exit 2
+fi
+
+VERSION=$("$PY" -c "import sys; sys.path.insert(0, '$ROOT/packaging'); import bundle_meta; print(bundle_meta.version())")
+ARCH=$(uname -m)
+DIST=$OUT/dist
+BUNDLE=$DIST/ferry
+TARBALL=$DIST/ferry-$VERSION-linux-$ARCH.tar.gz
+APP_ID=io.github.ferry.Ferry
+
+echo "== PyInstaller: Ferry $VERSION for linux-$ARCH into $BUNDLE"
+start=$(date +%s)
+"$PY" -m PyInstaller --noconfirm --clean --log-level WARN \
+    --distpath "$DIST" --workpath "$OUT/build/pyinstaller" "$ROOT/packaging/ferry.spec"
+
+# Desktop integration travels inside the bundle, laid out like /usr/share, for install.sh.
+SHARE=$BUNDLE/share
+rm -rf "$SHARE"
+mkdir -p "$SHARE/applications" "$SHARE/metainfo" "$SHARE/icons/hicolor/scalable/apps"
+cp "$ROOT/packaging/linux/$APP_ID.desktop" "$SHARE/applications/"
+cp "$ROOT/packaging/linux/$APP_ID.metainfo.xml" "$SHARE/metainfo/"
+cp "$ROOT/resources/icons/ferry.svg" "$SHARE/icons/hicolor/scalable/apps/$APP_ID.svg"
+for size in 16 22 24 32 48 64 128 256 512; do
+    mkdir -p "$SHARE/icons/hicolor/${size}x${size}/apps"
+    cp "$ROOT/resources/icons/png/ferry-$size.png" "$SHARE/icons/hicolor/${size}x${size}/apps/$APP_ID.png"
+done
+install -m 0755 "$ROOT/packaging/linux/install.sh" "$BUNDLE/install.sh"
+
+echo "== archive: $TARBALL"
+# Sorted, owner-less and dated by the last commit so the same tree gives the same archive.
+EPOCH=$(git -C "$ROOT" log -1 --format=%ct 2>/dev/null || date +%s)
+tar -C "$DIST" --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$EPOCH" \
+    --transform "s,^ferry,ferry-$VERSION," -cf - ferry | gzip -n -6 > "$TARBALL.tmp"
+mv "$TARBALL.tmp" "$TARBALL"
+
+FILES=$(find "$BUNDLE" -type f | wc -l)
+BYTES=$(du -sb "$BUNDLE" | cut -f1)
+TARBYTES=$(stat -c %s "$TARBALL")
+mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
+echo "== built in $(( $(date +%s) - start )) s"
+echo "bundle:  $BUNDLE  $(mib "$BYTES") in $FILES files"
+echo "archive: $TARBALL  $(mib "$TARBYTES")"
+
+if [ "$SELFTEST" = yes ]; then
+    echo "== $BUNDLE/ferry --selftest"
+    "$BUNDLE/ferry" --selftest
+fi
