@@ -41,6 +41,7 @@ from ferry.core.errors import (
 )
 from ferry.core.progress import Accounting
 from ferry.core.schedule import Window, now_local, parse_window
+from ferry.transfers import watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.planner import Root, expand, from_us
@@ -292,6 +293,8 @@ class Runner:
         self.listener.job_changed(job.id, "running", None)
         if job.planned:
             run.planned = True
+        elif watch_live.is_live(self.store, job.id):
+            pass  # tasks come from a feeder (ferry watch, Shipper); planned when it closes the job
         else:
             run.planner = threading.Thread(target=self._plan, args=(run,), name=f"ferry-plan-{job.id}", daemon=True)
             run.planner.start()
@@ -366,6 +369,8 @@ class Runner:
             run = self._runs.get(job.id)
             if run is None or run.stopping:
                 continue
+            if not run.planned and run.planner is None and watch_live.feed_closed(self.store, job):
+                run.planned = True  # a live job whose feeder closed it (or died): finish what is queued
             if job.state in ("paused", "cancelled"):
                 self._stop_job(run, "pause" if job.state == "paused" else "cancel", job.message)
             elif run.window is not None and not run.window.contains(now_local()):

@@ -620,6 +620,20 @@ class Store:
             by_state=by_state,
         )
 
+    def task(self, task_id: int) -> Task | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_TASK_COLS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        return None if row is None else _task(row)
+
+    def requeue_task(self, task_id: int, size: int | None, mtime_us: int | None) -> None:
+        """Queue a finished task again for a new version of its source (a watched file rewritten)."""
+        self._write(
+            "UPDATE tasks SET state = 'queued', size = ?, mtime_us = ?, attempts = 0, not_before = 0, "
+            "interrupted = 0, hash_algo = NULL, hash = NULL, verified = NULL, error_kind = NULL, error = NULL, "
+            "finished = NULL WHERE id = ? AND state NOT IN ('queued', 'running')",
+            (size, mtime_us, task_id),
+        )
+
     def open_task_count(self, job_id: int) -> int:
         with self._lock:
             return int(
