@@ -1,0 +1,339 @@
+"""Globus collections (``globus://COLLECTION_ID/path``) through the Transfer service.
+
+Browsing goes through the Transfer API (``operation_ls`` paged at the service's 100,000 entries
+per call, ``operation_stat``, ``mkdir``, ``rename``; delete is a *delete task*, submitted with a
+stored submission id and followed to its end). Bytes between two collections never pass through
+this process: :meth:`GlobusBackend.delegation` hands the whole Ferry job to one Globus transfer
+task (see :mod:`ferry.backends.globus_tasks`). Between this computer and a collection, bytes
+stream over the collection's HTTPS server when it has one (GCSv5), with Ferry's own scheduler,
+resume and hashing (:mod:`ferry.backends.globus_https`); otherwise Ferry says what to do instead.
+
+Every service call goes through :meth:`GlobusBackend.call`: ``ConsentRequired`` asks for consent
+(re-running the login with the scopes the service named) and retries once; every other service
+error is mapped to :mod:`ferry.core.errors` in :func:`_map_error`, keeping the service's message.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+
+from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import (
+    Action,
+    AlreadyExists,
+    AuthError,
+    FerryError,
+    IsADirectory,
+    NotADirectory,
+    NotFound,
+    PermissionDenied,
+    Transient,
+    Unsupported,
+    UsageError,
+)
+
+if TYPE_CHECKING:
+    import globus_sdk
+
+    from ferry.credentials.globus_auth import GlobusAuth
+    from ferry.sharing.base import Link, ShareRequest
+    from ferry.transfers.delegated import Delegation
+
+log = logging.getLogger(__name__)
+
+LS_PAGE = 100_000  # the service's maximum per call
+T = TypeVar("T")
+
+NO_STREAM_ADVICE = (
+    "Globus collection {c} has no HTTPS server, so files cannot move between it and this computer "
+    "directly. Either install Globus Connect Personal (https://www.globus.org/globus-connect-personal), "
+    "which makes this computer a collection, and copy between the two collections "
+    "(ferry cp globus://YOUR_GCP_ID/path globus://{c}/path), or pick a Globus Connect Server v5 "
+    "collection with HTTPS enabled."
+)
+
+_BASE_CAPS = Capabilities(
+    streaming=False,
+    range_read=False,
+    resume_write=False,
+    atomic_commit=True,
+    delegated_transfer=True,
+    acl_share=True,
+    hashes=(),
+    slow_hash=True,
+    symlinks=False,
+    empty_dirs=True,
+    set_mtime=False,
+    mtime_precision=1.0,
+    max_connections=4,  # Globus's own guidance for concurrent operations per user and collection
+)
+
+
+def _is_consent(exc: globus_sdk.GlobusAPIError) -> bool:
+    return exc.code == "ConsentRequired" or bool(exc.info.consent_required)
+
+
+def _map_error(exc: BaseException, what: str) -> FerryError:
+    """One place that turns the Transfer service's answers into Ferry's errors (service text kept)."""
+    import globus_sdk
+
+    if isinstance(exc, FerryError):
+        return exc
+    if isinstance(exc, globus_sdk.NetworkError):
+        return Transient(f"Cannot reach Globus while {what}: {type(exc).__name__}", detail=str(exc)[:300])
+    if not isinstance(exc, globus_sdk.GlobusAPIError):
+        return FerryError(f"Globus error while {what}: {type(exc).__name__}: {exc}")
+    code = exc.code or ""
+    said = (exc.message or code or f"HTTP {exc.http_status}").strip()
+    detail = f"HTTP {exc.http_status} {code} request_id={exc.request_id or '-'}"
+    if _is_consent(exc):
+        return AuthError(
+            f"Globus needs your consent before {what}: run 'ferry globus login' and accept ({said})",
+            detail=detail,
+            action=Action.CONSENT,
+        )
+    if "GCDisconnected" in code or "EndpointNotConnected" in code or "NotConnected" in code:
+        return Transient(
+            f"The collection is offline (its Globus Connect Personal is not connected) while {what}: {said}",
+            detail=detail,
+        )
+    if exc.http_status == 401 or code in ("AuthenticationFailed", "Unauthorized"):
+        return AuthError(f"Globus login needed: {said} (run 'ferry globus login')", detail=detail)
+    if code.endswith("NotFound") or "NotFound" in code or exc.http_status == 404:
+        return NotFound(f"Not found on Globus while {what}: {said}", detail=detail)
+    if code.endswith(".Exists") or code.endswith("Exists"):
+        return AlreadyExists(f"Already exists on Globus while {what}: {said}", detail=detail)
+    if "NotDirectory" in code:
+        return NotADirectory(f"Not a folder on Globus while {what}: {said}", detail=detail)
+    if "IsDirectory" in code:
+        return IsADirectory(f"Is a folder on Globus while {what}: {said}", detail=detail)
+    if exc.http_status == 403 or "PermissionDenied" in code or "Forbidden" in code:
+        return PermissionDenied(f"Permission denied by Globus while {what}: {said}", detail=detail)
+    if exc.http_status in (429, 500, 502, 503, 504) or code in ("ServiceUnavailable", "EndpointBusy"):
+        return Transient(f"Globus is busy or unreachable while {what}: {said}", detail=detail)
+    if exc.http_status == 400 and "Bad" in code:
+        return UsageError(f"Globus refused the request while {what}: {said}", detail=detail)
+    return FerryError(f"Globus refused while {what}: {said}", detail=detail)
+
+
+def _parse_time(text: Any) -> datetime | None:
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
+
+
+def entry_from_doc(folder: str, doc: dict[str, Any], path: str | None = None) -> Entry:
+    """A Transfer ``file`` document (from ls or stat) as an :class:`Entry`."""
+    name = str(doc.get("name", ""))
+    kind = {"dir": Kind.DIR, "file": Kind.FILE, "link": Kind.LINK, "invalid_symlink": Kind.LINK}.get(
+        str(doc.get("type", "file")), Kind.SPECIAL
+    )
+    size = doc.get("size")
+    perms = doc.get("permissions")
+    meta = {k: str(doc[k]) for k in ("user", "group") if doc.get(k)}
+    if kind is Kind.SPECIAL:
+        meta["special"] = f"{doc.get('type')} entry"
+    return Entry(
+        path=path if path is not None else posixpath.join(folder, name),
+        name=name,
+        kind=kind,
+        size=int(size) if isinstance(size, int) and kind is Kind.FILE else None,
+        mtime=_parse_time(doc.get("last_modified")),
+        link_target=doc.get("link_target") if isinstance(doc.get("link_target"), str) else None,
+        mode=int(perms, 8) if isinstance(perms, str) and perms.isdigit() else None,
+        meta=meta,
+    )
+
+
+class GlobusBackend(Backend):
+    scheme = "globus"
+
+    def __init__(self, address: Address) -> None:
+        super().__init__(address)
+        self.collection = address.host
+        self._doc: dict[str, Any] | None = None
+        self._doc_lock = threading.Lock()
+        self._caps: Capabilities | None = None
+        self._auth: GlobusAuth | None = None
+        self._tc: globus_sdk.TransferClient | None = None
+
+    # -- service access --
+    @property
+    def auth(self) -> GlobusAuth:
+        if self._auth is None:
+            from ferry.credentials.globus_auth import shared_auth
+
+            self._auth = shared_auth()
+        return self._auth
+
+    @property
+    def transfer(self) -> globus_sdk.TransferClient:
+        if self._tc is None:
+            self._tc = self.auth.transfer_client()
+        return self._tc
+
+    def call(self, what: str, fn: Callable[[globus_sdk.TransferClient], T]) -> T:
+        """Run one Transfer call: consent asked and the call retried once; errors mapped."""
+        import globus_sdk
+
+        for attempt in (1, 2):
+            try:
+                return fn(self.transfer)
+            except globus_sdk.GlobusAPIError as exc:
+                if attempt == 1 and _is_consent(exc):
+                    scopes = exc.info.consent_required.required_scopes or []
+                    self.auth.consent(list(scopes), f"{what} on collection {self.collection}")
+                    continue
+                raise _map_error(exc, what) from None
+            except globus_sdk.NetworkError as exc:
+                raise _map_error(exc, what) from None
+        raise AssertionError("unreachable")
+
+    def collection_doc(self) -> dict[str, Any]:
+        """The collection's endpoint document (name, GCS version, https_server, encryption policy)."""
+        with self._doc_lock:
+            if self._doc is None:
+                self._doc = dict(self.call("looking up the collection", lambda tc: tc.get_endpoint(self.collection)).data)
+            return self._doc
+
+    @property
+    def https_server(self) -> str | None:
+        url = self.collection_doc().get("https_server")
+        return str(url).rstrip("/") if url else None
+
+    @property  # type: ignore[override]
+    def capabilities(self) -> Capabilities:
+        """Honest: streaming (and ranged reads) only where the collection has an HTTPS server."""
+        if self._caps is None:
+            try:
+                https = self.https_server is not None
+            except FerryError:
+                https = False  # not logged in or offline: claim nothing we cannot show
+            self._caps = replace(_BASE_CAPS, streaming=https, range_read=https, readback=False)
+        return self._caps
+
+    @capabilities.setter
+    def capabilities(self, value: Capabilities) -> None:
+        self._caps = value
+
+    # -- required --
+    def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
+        """Entries of a folder, a page of at most 100,000 per call (the service's limit)."""
+        offset = 0
+        folder = path or "/"
+        while True:
+            if cancel is not None:
+                cancel.check()
+            page = self.call(
+                f"listing {self.display(folder)}",
+                lambda tc, off=offset: tc.operation_ls(  # type: ignore[misc]
+                    self.collection, path=folder, show_hidden=True, limit=LS_PAGE, offset=off
+                ),
+            )
+            data = page.get("DATA") or []
+            for doc in data:
+                name = str(doc.get("name", ""))
+                if name in (".", ".."):
+                    continue
+                yield entry_from_doc(folder, doc)
+            # A full page means there may be more; the service does not always send a total.
+            if len(data) < LS_PAGE:
+                return
+            offset += len(data)
+
+    def stat(self, path: str) -> Entry:
+        target = path or "/"
+        doc = self.call(f"looking at {self.display(target)}", lambda tc: tc.operation_stat(self.collection, target))
+        data = dict(doc.data)
+        if target.rstrip("/") == "" or target == "/":
+            data.setdefault("type", "dir")
+            return entry_from_doc("/", {**data, "name": ""}, path="/")
+        clean = target.rstrip("/")
+        data.setdefault("name", posixpath.basename(clean))
+        return entry_from_doc(posixpath.dirname(clean), data, path=clean)
+
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+        from ferry.backends.globus_https import https_read
+
+        return https_read(self, path, offset, length)
+
+    def open_write(
+        self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
+    ) -> Writer:
+        from ferry.backends.globus_https import HTTPSWriter
+
+        base = self._https_base()
+        folder, name = self.split(path)
+        return HTTPSWriter(self, base, path, self.join(folder, temp_name(name, token)), size)
+
+    def _https_base(self) -> str:
+        base = self.https_server
+        if base is None:
+            raise Unsupported(NO_STREAM_ADVICE.format(c=self.collection))
+        return base
+
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        try:
+            self.call(f"creating {self.display(path)}", lambda tc: tc.operation_mkdir(self.collection, path))
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+            if not self.stat(path).is_dir:
+                raise NotADirectory(f"Not a folder: {self.display(path)}") from None
+        except NotFound:
+            parent = self.split(path)[0]
+            if not parents or parent in (path, "", "/"):
+                raise
+            self.mkdir(parent, parents=True, exist_ok=True)
+            self.mkdir(path, parents=False, exist_ok=exist_ok)
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Delete through a delete task (the service's only way), followed until it ends."""
+        from ferry.backends.globus_tasks import run_delete
+
+        entry = self.stat(path)
+        if entry.is_dir and not recursive:
+            if any(True for _ in self.list(path)):
+                raise AlreadyExists(f"Folder not empty: {self.display(path)} (delete recursively)")
+        run_delete(self, [path], recursive=entry.is_dir)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        if self.exists(dst):
+            if not overwrite:
+                raise AlreadyExists(f"Already exists: {self.display(dst)}")
+            self.remove(dst, recursive=False)
+        self.call(
+            f"renaming {self.display(src)}",
+            lambda tc: tc.operation_rename(self.collection, src, dst),
+        )
+
+    # -- optional protocols --
+    def delegation(self, src: Backend, dst: Backend) -> Delegation | None:
+        """Collection to collection: the service moves the bytes, one Globus task per Ferry job."""
+        if isinstance(src, GlobusBackend) and isinstance(dst, GlobusBackend):
+            from ferry.backends.globus_tasks import GlobusDelegation
+
+            return GlobusDelegation(src, dst)
+        return None
+
+    def share(self, path: str, request: ShareRequest) -> Link:
+        from ferry.backends.globus_share import share
+
+        return share(self, path, request)
+
+    def revoke(self, link: Link) -> None:
+        from ferry.backends.globus_share import revoke
+
+        revoke(self, link)

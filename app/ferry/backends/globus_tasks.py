@@ -1,0 +1,416 @@
+"""Globus tasks: one delegated transfer task per Ferry job, and delete tasks.
+
+The life of a delegated job (:class:`GlobusDelegation`):
+
+1. A ``submission_id`` is fetched and stored in the queue (``globus.submission_id``) *before*
+   the task is submitted. After a crash between submitting and recording the task id, the same
+   submission is sent again: the service answers ``Duplicate`` with the original task, so the
+   data is never submitted twice.
+2. The task id is stored (``globus.task_id``); a later run finds it and reattaches instead of
+   submitting.
+3. The task is followed on a slow poll (``FERRY_GLOBUS_POLL`` seconds at first, backing off to a
+   minute), on this job's own thread — never a sleeping wait on a UI thread. Bytes and files
+   feed Ferry's accounting; new fault events are reported with the service's words.
+4. Cancelling the Ferry job cancels the task. Pausing or stopping Ferry only detaches: the
+   service keeps working (that is the point of Globus) and the next run reattaches.
+5. At the end the task's successful-transfers list becomes one row per file, verified
+   ``checksum verified by Globus`` when checksums were on; a failed task leaves its roots failed
+   with the service's message, so ``ferry queue retry`` submits a new task (with a sync level
+   that skips what already arrived).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ferry.backends.globus import GlobusBackend, _map_error
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import Cancelled, FerryError, Transient, Unsupported
+from ferry.transfers.store import NewTask, TaskResult
+
+if TYPE_CHECKING:
+    import globus_sdk
+
+    from ferry.transfers.delegated import DelegatedRun
+
+log = logging.getLogger(__name__)
+
+VERIFIED_BY_GLOBUS = "checksum verified by Globus"
+TERMINAL = ("SUCCEEDED", "FAILED")
+KEY_SUBMISSION = "globus.submission_id"
+KEY_TASK = "globus.task_id"
+KEY_OPTIONS = "globus.options"  # JSON: encrypt, notify, deadline, label, sync_level (ferry globus transfer)
+
+# Ferry's conflict policies as Globus sync levels. "ask" cannot stop a service task to ask, so
+# existing files are kept (the safe reading); "rename" has no service equivalent.
+SYNC_LEVELS: dict[str, str | None] = {
+    "ask": "exists",
+    "skip": "exists",
+    "overwrite": None,
+    "newer": "mtime",
+    "different": "checksum",
+    "resume": "checksum",
+}
+
+
+def poll_interval() -> float:
+    try:
+        return max(0.01, float(os.environ.get("FERRY_GLOBUS_POLL", "2")))
+    except ValueError:
+        return 2.0
+
+
+POLL_MAX = 60.0
+
+
+def _wait(cancel: CancelToken | None, seconds: float) -> None:
+    if cancel is None:
+        time.sleep(seconds)
+    else:
+        cancel.wait(seconds)
+
+
+def _retrying(backend: GlobusBackend, what: str, fn: Any, cancel: CancelToken | None) -> Any:
+    """A status call that may fail for a while (laptop asleep, network down): keep trying."""
+    delay = poll_interval()
+    while True:
+        try:
+            return backend.call(what, fn)
+        except Transient as exc:
+            if cancel is not None and cancel.cancelled:
+                raise Cancelled("stopped") from None
+            log.warning("%s (will try again)", exc.message)
+            _wait(cancel, delay)
+            delay = min(POLL_MAX, delay * 2)
+
+
+def nice_status(task: dict[str, Any]) -> str:
+    status = str(task.get("status", "?"))
+    nice = task.get("nice_status")
+    if nice and nice not in ("OK", "Queued"):
+        return f"{status} ({nice})"
+    return status
+
+
+def task_failure_message(backend: GlobusBackend, task: dict[str, Any]) -> str:
+    """The service's own words for why a task failed: its fatal error, else its last error event."""
+    fatal = task.get("fatal_error") or {}
+    if isinstance(fatal, dict) and (fatal.get("description") or fatal.get("code")):
+        return f"Globus task {task.get('task_id')} failed: {fatal.get('description') or fatal.get('code')}"
+    for event in _error_events(backend, str(task.get("task_id")), limit=10):
+        return f"Globus task {task.get('task_id')} failed: {event_text(event)}"
+    return f"Globus task {task.get('task_id')} failed ({task.get('nice_status') or 'no reason given'})"
+
+
+def event_text(event: dict[str, Any]) -> str:
+    desc = str(event.get("description") or event.get("code") or "error")
+    details = event.get("details")
+    if isinstance(details, str) and details.strip():
+        first = details.strip().splitlines()[0][:300]
+        return f"{desc}: {first}"
+    return desc
+
+
+def _error_events(backend: GlobusBackend, task_id: str, limit: int = 100) -> Iterator[dict[str, Any]]:
+    try:
+        res = backend.call(
+            "reading the task's events",
+            lambda tc: tc.task_event_list(task_id, limit=limit, filter="is_error:1"),
+        )
+    except FerryError:
+        return
+    for event in res.get("DATA") or []:
+        if event.get("is_error", True):
+            yield dict(event)
+
+
+class GlobusDelegation:
+    """One Ferry job as one Globus transfer task (see the module's docstring)."""
+
+    def __init__(self, src: GlobusBackend, dst: GlobusBackend) -> None:
+        self.src = src
+        self.dst = dst
+        self.backend = src  # whose Transfer client talks to the service (the same account)
+
+    # ---- the job ----
+    def run_job(self, run: DelegatedRun) -> None:
+        import json
+
+        job, store = run.job, run.store
+        extra: dict[str, Any] = json.loads(store.job_value(job.id, KEY_OPTIONS) or "{}")
+        try:
+            task_id = store.job_value(job.id, KEY_TASK)
+            if task_id:
+                task = self._get_task(task_id, run.cancel)
+                if task["status"] in TERMINAL and store.open_task_count(job.id):
+                    # 'ferry queue retry' put failed rows back: this is a new attempt.
+                    store.set_job_value(job.id, KEY_TASK, None)
+                    store.set_job_value(job.id, KEY_SUBMISSION, None)
+                    task_id = None
+                    extra.setdefault("sync_level", "checksum")  # keep what already arrived
+                else:
+                    run.listener.job_changed(job.id, "running", f"reattached to Globus task {task_id}")
+            if not task_id:
+                task_id = self._submit(run, extra)
+            task = self._follow(run, task_id)
+        except Cancelled:
+            return
+        except FerryError as exc:
+            self._record_roots(run, "failed", exc.message)
+            return
+        if run.cancel.cancelled and task["status"] not in TERMINAL:
+            if run.cancel.reason == "cancel":
+                self._cancel(task_id)
+                self._record_transferred(run, task_id, verified=job.options.verify != "none")
+                self._record_roots(run, "cancelled", f"Globus task {task_id} cancelled")
+            return  # paused or stopped: the service keeps going; the next run reattaches
+        self._record_transferred(run, task_id, verified=job.options.verify != "none")
+        if task["status"] == "SUCCEEDED":
+            self._record_roots(run, "done", None)
+        else:
+            self._record_roots(run, "failed", task_failure_message(self.backend, task))
+
+    def _submit(self, run: DelegatedRun, extra: dict[str, Any]) -> str:
+        """Store the submission id, then submit: a crash in between resubmits the same id (harmless)."""
+        from globus_sdk import TransferData
+
+        job, store = run.job, run.store
+        opts = job.options
+        policy = opts.on_conflict
+        if policy == "rename":
+            raise Unsupported(
+                "Globus tasks cannot keep both copies under a new name: choose --on-conflict skip, "
+                "overwrite, newer or different for Globus-to-Globus copies"
+            )
+        submission_id = store.job_value(job.id, KEY_SUBMISSION)
+        if not submission_id:
+            res = self.backend.call("preparing the transfer", lambda tc: tc.get_submission_id())
+            submission_id = str(res["value"])
+            store.set_job_value(job.id, KEY_SUBMISSION, submission_id)
+        if policy == "ask":
+            run.listener.job_changed(
+                job.id,
+                "running",
+                "a Globus task cannot stop to ask: files that already exist are kept "
+                "(--on-conflict overwrite, newer or different replaces them)",
+            )
+        sync_level = extra.get("sync_level") or SYNC_LEVELS.get(policy)
+        encrypt = extra.get("encrypt")
+        if encrypt is None:
+            encrypt = self._collection_forces_encryption()
+        notify = set(extra.get("notify", ["failed", "inactive"]))
+        kwargs: dict[str, Any] = {
+            "label": (extra.get("label") or opts.label or f"Ferry job {job.id}")[:128],
+            "submission_id": submission_id,
+            "verify_checksum": opts.verify != "none",
+            "preserve_timestamp": opts.preserve_mtime,
+            "encrypt_data": bool(encrypt),
+            "notify_on_succeeded": "succeeded" in notify,
+            "notify_on_failed": "failed" in notify,
+            "notify_on_inactive": "inactive" in notify,
+        }
+        if sync_level:
+            kwargs["sync_level"] = sync_level
+        if extra.get("deadline"):
+            kwargs["deadline"] = str(extra["deadline"])
+        tdata = TransferData(self.src.collection, self.dst.collection, **kwargs)
+        for src_path, dst_path, _rel in job.roots:
+            entry = self.src.stat(src_path)
+            tdata.add_item(src_path, dst_path, recursive=entry.is_dir)
+        res = self.backend.call("submitting the Globus transfer", lambda tc: tc.submit_transfer(tdata))
+        task_id = str(res["task_id"])
+        store.set_job_value(job.id, KEY_TASK, task_id)
+        if res.get("code") == "Duplicate":
+            log.info("submission %s was already accepted as task %s", submission_id, task_id)
+        run.listener.job_changed(job.id, "running", f"Globus task {task_id} submitted")
+        return task_id
+
+    def _collection_forces_encryption(self) -> bool:
+        for b in (self.src, self.dst):
+            try:
+                if b.collection_doc().get("force_encryption"):
+                    return True
+            except FerryError:
+                pass
+        return False
+
+    def _get_task(self, task_id: str, cancel: CancelToken | None) -> dict[str, Any]:
+        res = _retrying(self.backend, "checking the Globus task", lambda tc: tc.get_task(task_id), cancel)
+        return dict(res.data)
+
+    def _follow(self, run: DelegatedRun, task_id: str) -> dict[str, Any]:
+        """Poll the task until it ends or ``run.cancel`` fires; feed progress and faults."""
+        acc, job = run.accounting, run.job
+        seen_files = seen_bytes = seen_skipped = seen_faults = 0
+        total_known = 0
+        delay = poll_interval()
+        while True:
+            task = self._get_task(task_id, run.cancel)
+            files_total = int(task.get("files") or 0)
+            if files_total > total_known:
+                acc.add_total(files_total - total_known, 0)
+                total_known = files_total
+            transferred = int(task.get("bytes_transferred") or 0)
+            if transferred > seen_bytes:
+                acc.add_bytes(transferred - seen_bytes)
+                with acc._lock:  # the service reports totals only as they become known
+                    acc.bytes_total = max(acc.bytes_total, acc.bytes_done)
+                seen_bytes = transferred
+            done_files = int(task.get("files_transferred") or 0)
+            for _ in range(max(0, done_files - seen_files)):
+                acc.file_finished("done")
+            seen_files = max(seen_files, done_files)
+            skipped = int(task.get("files_skipped") or 0)
+            for _ in range(max(0, skipped - seen_skipped)):
+                acc.file_finished("skipped")
+            seen_skipped = max(seen_skipped, skipped)
+            faults = int(task.get("faults") or 0)
+            if faults > seen_faults:
+                for event in _error_events(self.backend, task_id, limit=faults - seen_faults):
+                    run.listener.job_changed(job.id, "running", f"Globus retrying after: {event_text(event)}")
+                seen_faults = faults
+            if task.get("status") == "INACTIVE":
+                run.listener.job_changed(job.id, "running", f"Globus task {task_id} is {nice_status(task)}")
+            if task.get("status") in TERMINAL or run.cancel.cancelled:
+                return task
+            _wait(run.cancel, delay)
+            delay = min(POLL_MAX, delay * 1.5)
+
+    def _cancel(self, task_id: str) -> None:
+        try:
+            self.backend.call("cancelling the Globus task", lambda tc: tc.cancel_task(task_id))
+        except FerryError as exc:
+            log.warning("could not cancel Globus task %s: %s", task_id, exc.message)
+
+    # ---- recording ----
+    def _rel_for(self, run: DelegatedRun, dst_path: str) -> str:
+        for _src, root_dst, rel in run.job.roots:
+            root = root_dst.rstrip("/")
+            if dst_path.rstrip("/") == root:
+                return rel
+            if dst_path.startswith(root + "/"):
+                return posixpath.join(rel, dst_path[len(root) + 1 :])
+        return posixpath.basename(dst_path)
+
+    def _record_transferred(self, run: DelegatedRun, task_id: str, *, verified: bool) -> None:
+        """The task's successful transfers become done rows (checked by Globus when checksums were on)."""
+        how = VERIFIED_BY_GLOBUS if verified else "none"
+        batch: list[NewTask] = []
+        for item in self._successful(task_id):
+            src, dst = str(item.get("source_path", "")), str(item.get("destination_path", ""))
+            if not src or src.endswith("/"):
+                continue  # folders are listed with a trailing slash by some servers
+            batch.append(NewTask("file", src, dst, self._rel_for(run, dst), item.get("size"), None))
+            if len(batch) >= 1000:
+                self._mark(run, batch, "done", how, None)
+                batch = []
+        self._mark(run, batch, "done", how, None)
+
+    def _successful(self, task_id: str) -> Iterator[dict[str, Any]]:
+        marker: Any = None
+        while True:
+            res = self.backend.call(
+                "reading what the Globus task transferred",
+                lambda tc, m=marker: tc.task_successful_transfers(task_id, marker=m) if m else tc.task_successful_transfers(task_id),  # type: ignore[misc]
+            )
+            yield from (dict(x) for x in res.get("DATA") or [])
+            marker = res.get("next_marker")
+            if not marker:
+                return
+
+    def _mark(self, run: DelegatedRun, new: list[NewTask], state: str, verified: str | None, error: str | None) -> None:
+        """Insert rows (ignored where they exist) and finish the open ones among them."""
+        if not new:
+            return
+        store = run.store
+        store.add_tasks(run.job.id, new)
+        wanted = {t.src for t in new}
+        finished = [t for t in store.tasks(run.job.id, states=("queued", "running")) if t.src in wanted]
+        results = [
+            TaskResult(
+                t.id,
+                state,
+                t.attempts + 1,
+                verified=verified if state == "done" else None,
+                error_kind=None if state == "done" else "error",
+                error=error,
+            )
+            for t in finished
+        ]
+        store.finish_tasks(results)
+        for task, res in zip(finished, results, strict=True):
+            run.listener.task_finished(run.job.id, task, res)
+
+    def _record_roots(self, run: DelegatedRun, state: str, error: str | None) -> None:
+        """Each root (what the person asked to copy) ends done, failed or cancelled, and so does any
+        row still open (put back by a retry but not in this task's list)."""
+        verified = VERIFIED_BY_GLOBUS if run.job.options.verify != "none" else "none"
+        rows: list[NewTask] = []
+        for src_path, dst_path, rel in run.job.roots:
+            try:
+                is_dir = self.src.stat(src_path).is_dir
+            except FerryError:
+                is_dir = False
+            rows.append(NewTask("dir" if is_dir else "file", src_path, dst_path, rel, None, None))
+        leftovers = [
+            NewTask(t.kind, t.src, t.dst, t.rel, t.size, t.mtime_us)
+            for t in run.store.tasks(run.job.id, states=("queued", "running"))
+        ]
+        self._mark(run, rows + leftovers, state, verified, error)
+        if state == "failed" and error:
+            run.listener.job_changed(run.job.id, "running", error)
+
+
+# ---------------------------------------------------------------- delete tasks
+
+
+def run_delete(
+    backend: GlobusBackend, paths: list[str], *, recursive: bool, cancel: CancelToken | None = None
+) -> dict[str, Any]:
+    """Delete through a delete task, followed to its end like a transfer; raise with the service's words."""
+    from globus_sdk import DeleteData
+
+    res = backend.call("preparing the delete", lambda tc: tc.get_submission_id())
+    ddata = DeleteData(backend.collection, recursive=recursive, submission_id=str(res["value"]), label="Ferry delete")
+    for p in paths:
+        ddata.add_item(p)
+    sub = backend.call(f"deleting {backend.display(paths[0])}", lambda tc: tc.submit_delete(ddata))
+    task_id = str(sub["task_id"])
+    delay = poll_interval()
+    while True:
+        task = dict(_retrying(backend, "checking the delete task", lambda tc: tc.get_task(task_id), cancel).data)
+        if task.get("status") == "SUCCEEDED":
+            return task
+        if task.get("status") == "FAILED":
+            msg = task_failure_message(backend, task)
+            raise _map_error(FerryError(msg), "deleting") if "PermissionDenied" not in msg else _permission(msg)
+        if cancel is not None and cancel.cancelled:
+            backend.call("cancelling the delete", lambda tc: tc.cancel_task(task_id))
+            raise Cancelled("delete cancelled")
+        _wait(cancel, delay)
+        delay = min(POLL_MAX, delay * 1.5)
+
+
+def _permission(msg: str) -> FerryError:
+    from ferry.core.errors import PermissionDenied
+
+    return PermissionDenied(msg)
+
+
+def iso_deadline(text: str) -> str:
+    """``--deadline`` as the service wants it: an ISO time (a duration like 2d counts from now)."""
+    from ferry.core.units import parse_duration
+
+    try:
+        secs = parse_duration(text)
+    except Exception:
+        secs = None
+    if secs is not None:
+        return datetime.fromtimestamp(time.time() + secs, UTC).isoformat(timespec="seconds")
+    return datetime.fromisoformat(text).astimezone(UTC).isoformat(timespec="seconds")
