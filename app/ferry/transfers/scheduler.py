@@ -44,6 +44,7 @@ from ferry.core.schedule import Window, now_local, parse_window
 from ferry.transfers import watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
+from ferry.transfers.delegated import DelegatedRun, Delegation, find_delegation
 from ferry.transfers.planner import Root, expand, from_us
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
 from ferry.transfers.tuning import Gate, Tuner
@@ -108,6 +109,7 @@ class _JobRun:
     stop_message: str | None = None
     failed: int = 0
     tokens: dict[int, CancelToken] = field(default_factory=dict)
+    delegated: bool = False  # a service moves the bytes (Globus): no tasks for our workers
 
 
 @dataclass
@@ -277,6 +279,9 @@ class Runner:
         # Jobs store canonical addresses (sites already resolved), so no site lookup is needed.
         src = self.pool.get(parse_address(job.sources[0]))
         dst = self.pool.get(parse_address(job.dest))
+        # Before planning: may the whole job go to a service that moves the bytes itself? (May
+        # raise with the reason, e.g. a policy the service cannot honour: the job fails early.)
+        delegation = find_delegation(src, dst)
         opts = job.options
         bucket = TokenBucket(opts.bwlimit) if opts.bwlimit else None
         ctx = CopyContext(src, dst, opts, self.accounting, Limiters(bucket, self._global_bucket), self.ask)
@@ -291,7 +296,13 @@ class Runner:
             failed=counts.count("failed"),
         )
         self.listener.job_changed(job.id, "running", None)
-        if job.planned:
+        if delegation is not None:
+            run.delegated = True
+            run.planner = threading.Thread(
+                target=self._delegate, args=(run, delegation), name=f"ferry-delegate-{job.id}", daemon=True
+            )
+            run.planner.start()
+        elif job.planned:
             run.planned = True
         elif watch_live.is_live(self.store, job.id):
             pass  # tasks come from a feeder (ferry watch, Shipper); planned when it closes the job
@@ -345,6 +356,19 @@ class Runner:
         except BaseException as exc:
             run.planner_error = exc
             log.exception("planning job %s failed", run.job.id)
+
+    def _delegate(self, run: _JobRun, delegation: Delegation) -> None:
+        """Hand the job to the service and follow it (on the planning thread); it records its rows."""
+        try:
+            delegation.run_job(DelegatedRun(run.job, self.store, self.accounting, self.listener, run.cancel))
+            if not run.cancel.cancelled:
+                self.store.mark_planned(run.job.id)
+                run.planned = True
+        except Cancelled:
+            pass
+        except BaseException as exc:
+            run.planner_error = exc
+            log.exception("delegated job %s failed", run.job.id)
 
     def _record_planned(self, run: _JobRun, batch: list[NewTask]) -> None:
         new = self.store.add_tasks(run.job.id, batch)
@@ -448,7 +472,7 @@ class Runner:
     # ---- feeding and collecting ----
     def _feed(self, buffered: list[tuple[_JobRun, Task]]) -> list[tuple[_JobRun, Task]]:
         if not buffered:
-            active = [jid for jid, r in self._runs.items() if not r.stopping]
+            active = [jid for jid, r in self._runs.items() if not r.stopping and not r.delegated]
             if active:
                 for task in self.store.claim_tasks(active, self._claim_batch):
                     buffered.append((self._runs[task.job_id], task))
