@@ -24,13 +24,13 @@ reports clearly, and a packager can use it to see what a broken check looks like
 
 from __future__ import annotations
 
-import contextlib
 import os
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,6 +43,10 @@ OK, NOTICE, FAILED = "ok", "notice", "FAILED"
 
 class Notice(Exception):
     """Not a failure: something the person should know (e.g. there is no keychain here)."""
+
+
+class ChildFailure(Exception):
+    """A check run in a child process failed; the message already names the error."""
 
 
 class InjectedFailure(Exception):
@@ -173,52 +177,118 @@ def check_queue() -> str:
     return f"created, used and removed a queue database (SQLite {sqlite3.sqlite_version})"
 
 
-@contextlib.contextmanager
-def _offscreen_if_headless() -> Iterator[str]:
-    """Use Qt's offscreen platform for this step only, when there is no display to open."""
-    has_display = bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")) or sys.platform in (
-        "darwin",
-        "win32",
-    )
-    if has_display or os.environ.get("QT_QPA_PLATFORM"):
-        yield os.environ.get("QT_QPA_PLATFORM", "default")
-        return
-    os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    try:
-        yield "offscreen"
-    finally:
-        os.environ.pop("QT_QPA_PLATFORM", None)
+def _headless() -> bool:
+    if sys.platform in ("darwin", "win32"):
+        return False
+    return not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def _self_command() -> list[str]:
+    """How to start this same Ferry again: the bundle's executable, or this Python with ``-m ferry``."""
+    if getattr(sys, "frozen", False):
+        return [sys.executable]
+    return [sys.executable, "-m", "ferry"]
+
+
+WINDOW_PROBE = "--window-probe"  # internal: the child process that check_window starts
+_PROBE_OK = "window-probe-ok: "
 
 
 def check_window() -> str:
-    with _offscreen_if_headless() as platform:
-        from PySide6 import __version__ as pyside_version
-        from PySide6.QtGui import QFontDatabase, QGuiApplication, QIcon
-        from PySide6.QtWidgets import QApplication
+    """Open the main window in a child process.
 
-        app = QApplication.instance() or QApplication([sys.argv[0] if sys.argv else "ferry"])
-        # With no font found, Qt draws every glyph as a box and warns nobody.
-        families = QFontDatabase.families()
-        if not families:
-            raise RuntimeError("Qt found no fonts: every label would draw as boxes (is fontconfig configured?)")
-        icon = QIcon(str(icon_path()))
-        if icon.isNull() or icon.pixmap(32, 32).isNull():
-            raise RuntimeError(f"the application icon {icon_path()} cannot be drawn (Qt's SVG plug-in missing?)")
-        from ferry.ui.main_window import MainWindow
-
-        window = MainWindow()
+    Qt aborts the whole process when it cannot load its platform plug-in (a library missing from
+    the bundle, a broken display): in a child, that becomes one FAILED line with Qt's own message
+    instead of a crash that hides every other result.
+    """
+    env = dict(os.environ)
+    platform = env.get("QT_QPA_PLATFORM") or "default"
+    if _headless() and not env.get("QT_QPA_PLATFORM"):
+        env["QT_QPA_PLATFORM"] = platform = "offscreen"  # for this step only
+    # A throwaway profile: the window opens a queue and saves its geometry on close, and a
+    # self-test must not create or change the person's own.
+    with tempfile.TemporaryDirectory(prefix="ferry-selftest-window-") as profile:
+        for var, sub in (("FERRY_DATA_DIR", "data"), ("FERRY_CONFIG_DIR", "config"), ("XDG_CONFIG_HOME", "xdg")):
+            env[var] = os.path.join(profile, sub)
+        env.pop("FERRY_QUEUE_DB", None)
         try:
-            window.show()
-            app.processEvents()
-            if not window.isVisible():
-                raise RuntimeError("the main window did not become visible")
-            title = window.windowTitle()
-        finally:
-            window.close()
-            window.deleteLater()
-            app.processEvents()
-        where = f"PySide6 {pyside_version} on '{QGuiApplication.platformName()}' ({platform})"
-        return f"{where}; main window '{title}' opened and closed"
+            proc = subprocess.run(
+                [*_self_command(), "--selftest", WINDOW_PROBE],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=120,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise ChildFailure("the main window did not open and close within 120 s") from None
+    for line in proc.stdout.splitlines():
+        if line.startswith(_PROBE_OK) and proc.returncode == 0:
+            return f"{line[len(_PROBE_OK) :]} ({platform})"
+    # The probe's own error line if it got that far, else the last thing Qt said before dying.
+    said = [ln.strip() for ln in (proc.stdout + "\n" + proc.stderr).splitlines() if ln.strip()]
+    errors = [ln for ln in said if ln.startswith("window-probe-error: ")]
+    detail = f"\n{proc.stderr.rstrip()}" if os.environ.get("FERRY_SELFTEST_VERBOSE") and proc.stderr.strip() else ""
+    if errors:
+        raise ChildFailure(errors[-1][len("window-probe-error: ") :] + detail)
+    how = f"exit {proc.returncode}" if proc.returncode >= 0 else f"killed by signal {-proc.returncode}"
+    tail = " | ".join(said[-3:]) or "no output"
+    raise ChildFailure(f"Qt could not start ({how}): {tail}{detail}")
+
+
+def _window_probe() -> int:
+    """The child side of :func:`check_window`: one line on stdout, exit 0 only if all went well."""
+    try:
+        text = _open_main_window()
+    except Exception as exc:
+        sys.stdout.write(f"window-probe-error: {type(exc).__name__}: {exc}\n")
+        if os.environ.get("FERRY_SELFTEST_VERBOSE"):
+            traceback.print_exc()
+        return 1
+    sys.stdout.write(f"{_PROBE_OK}{text}\n")
+    return 0
+
+
+def _open_main_window() -> str:
+    from PySide6 import __version__ as pyside_version
+    from PySide6.QtCore import QSettings
+    from PySide6.QtGui import QFontDatabase, QGuiApplication, QIcon
+    from PySide6.QtWidgets import QApplication
+
+    config = os.environ.get("XDG_CONFIG_HOME")
+    if config:  # the throwaway profile check_window made; Linux/Windows honour it, macOS cannot
+        for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
+            QSettings.setPath(fmt, QSettings.Scope.UserScope, config)
+    app = QApplication.instance() or QApplication(["ferry"])
+    # With no font found, Qt draws every glyph as a box and warns nobody.
+    if not QFontDatabase.families():
+        raise RuntimeError("Qt found no fonts: every label would draw as boxes (is fontconfig configured?)")
+    icon = QIcon(str(icon_path()))
+    if icon.isNull() or icon.pixmap(32, 32).isNull():
+        raise RuntimeError(f"the application icon {icon_path()} cannot be drawn (Qt's SVG plug-in missing?)")
+    try:
+        from ferry.ui.theme import app_icon
+    except ImportError:  # an older or newer window module without it: the check above stands
+        pass
+    else:
+        if app_icon().isNull():
+            raise RuntimeError(f"the window has no icon: none found where the app looks, near {icon_path()}")
+    from ferry.ui.main_window import MainWindow
+
+    window = MainWindow()
+    try:
+        window.show()
+        app.processEvents()
+        if not window.isVisible():
+            raise RuntimeError("the main window did not become visible")
+        title = window.windowTitle()
+    finally:
+        window.close()  # closeEvent stops the window's queue runner and joins its workers
+        window.deleteLater()
+        app.processEvents()
+    return f"PySide6 {pyside_version} on '{QGuiApplication.platformName()}'; main window '{title}' opened and closed"
 
 
 CHECKS: tuple[tuple[str, Callable[[], str]], ...] = (
@@ -246,7 +316,7 @@ def run_check(name: str, func: Callable[[], str]) -> Result:
         return Result(name, NOTICE, str(exc), time.monotonic() - start)
     except Exception as exc:
         # ImportError & co. are the usual bundle failures: the type and message say what is missing.
-        text = f"{type(exc).__name__}: {exc}".strip()
+        text = str(exc) if isinstance(exc, ChildFailure) else f"{type(exc).__name__}: {exc}".strip()
         return Result(name, FAILED, text, time.monotonic() - start, traceback.format_exc())
     return Result(name, OK, text, time.monotonic() - start)
 
@@ -267,6 +337,8 @@ Exit 0 when no check failed, 1 otherwise. FERRY_SELFTEST_FAIL=NAME[,NAME] fails 
 
 
 def main(argv: list[str]) -> int:
+    if argv == [WINDOW_PROBE]:
+        return _window_probe()
     verbose = False
     for arg in argv:
         if arg in ("-h", "--help"):
@@ -277,6 +349,7 @@ def main(argv: list[str]) -> int:
             return 0
         if arg in ("-v", "--verbose"):
             verbose = True
+            os.environ["FERRY_SELFTEST_VERBOSE"] = "1"  # the window check's child process shows its traceback
             continue
         sys.stderr.write(_USAGE)
         sys.stderr.write(f"ferry: error: unknown selftest option '{arg}'\n")
