@@ -167,7 +167,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, handler)
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, handler)
-    if not args.json:
+    if args.json:
+        output.emit({"event": "watching", "job": job_id, "source": args.source, "destination": args.dest})
+    else:
         how = (
             f"until {args.until} exists"
             if args.until
