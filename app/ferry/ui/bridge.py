@@ -1,0 +1,139 @@
+"""The one place where threads meet Qt.
+
+Worker threads never touch widgets. They hand results back with :meth:`Bridge.post`, which
+queues a callable onto the UI thread through a single signal (a queued connection), and they
+ask the person questions with :meth:`Bridge.ask_blocking`, which shows a dialog on the UI thread
+and blocks only the asking worker until it is answered. Slow calls (listing a folder, logging
+in, creating a job, reading the queue store) go through :meth:`Bridge.run`, whose result comes
+back on the UI thread. Everything started here is tracked so :meth:`Bridge.shutdown` can cancel
+and join it before the window goes away (a late signal must never reach a deleted object).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from PySide6.QtCore import QObject, QThread, Signal, Slot
+
+from ferry.core.cancel import CancelToken
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Cancelled(Exception):
+    """The bridge shut down while a worker was waiting for an answer."""
+
+
+class Bridge(QObject):
+    """Lives on the UI thread; any thread may call :meth:`post`, :meth:`run` and :meth:`ask_blocking`."""
+
+    _deliver = Signal(object)
+    # Emitted on the UI thread when a question dialog opens (tests answer it through the UI).
+    prompt_shown = Signal(object)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._deliver.connect(self._on_deliver)
+        self._threads: set[threading.Thread] = set()
+        self._lock = threading.Lock()
+        self._closing = CancelToken()
+        self._waiting: set[threading.Event] = set()
+
+    # ---- UI thread <- any thread ----
+    def post(self, fn: Callable[[], object]) -> None:
+        """Run ``fn`` on the UI thread soon (never synchronously, even from the UI thread)."""
+        if not self._closing.cancelled:
+            self._deliver.emit(fn)
+
+    @Slot(object)
+    def _on_deliver(self, fn: Callable[[], object]) -> None:
+        if self._closing.cancelled:
+            return
+        try:
+            fn()
+        except Exception:  # a bug in one callback must not take the window down
+            log.exception("UI callback failed")
+
+    def on_ui_thread(self) -> bool:
+        return QThread.currentThread() is self.thread()
+
+    # ---- background work ----
+    def run(
+        self,
+        fn: Callable[[], T],
+        on_done: Callable[[T], object] | None = None,
+        on_error: Callable[[BaseException], object] | None = None,
+        name: str = "ferry-ui-work",
+    ) -> threading.Thread:
+        """Run ``fn`` on a new daemon thread; its result or error comes back on the UI thread."""
+
+        def body() -> None:
+            try:
+                result = fn()
+            except BaseException as exc:  # reported to the UI, never lost
+                if on_error is not None:
+                    err = exc
+                    self.post(lambda: on_error(err))
+                else:
+                    log.error("background task %s failed: %s", name, exc)
+            else:
+                if on_done is not None:
+                    self.post(lambda: on_done(result))
+            finally:
+                with self._lock:
+                    self._threads.discard(threading.current_thread())
+
+        t = threading.Thread(target=body, name=name, daemon=True)
+        with self._lock:
+            self._threads.add(t)
+        t.start()
+        return t
+
+    # ---- questions from workers ----
+    def ask_blocking(self, show: Callable[[Callable[[Any], None]], object], default: T) -> T:
+        """Ask on the UI thread and wait for the answer (from a worker thread only).
+
+        ``show(reply)`` runs on the UI thread: it opens a (non-modal-blocking) dialog and calls
+        ``reply(answer)`` once. ``default`` is returned if the window closes first.
+        """
+        if self.on_ui_thread():
+            raise RuntimeError("ask_blocking() would deadlock on the UI thread")
+        done = threading.Event()
+        box: list[Any] = [default]
+
+        def reply(answer: Any) -> None:
+            box[0] = answer
+            done.set()
+
+        with self._lock:
+            self._waiting.add(done)
+        try:
+            self.post(lambda: show(reply))
+            while not done.wait(0.25):
+                if self._closing.cancelled:
+                    return default
+            result: T = box[0]
+            return result
+        finally:
+            with self._lock:
+                self._waiting.discard(done)
+
+    # ---- shutdown ----
+    @property
+    def closing(self) -> CancelToken:
+        return self._closing
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop delivering, release waiting workers, and join what is still running."""
+        self._closing.cancel("shutdown")
+        with self._lock:
+            for ev in self._waiting:
+                ev.set()
+            threads = list(self._threads)
+        for t in threads:
+            t.join(timeout / max(1, len(threads)))

@@ -1,0 +1,98 @@
+"""``--on-conflict ask`` in the window: both sides, five answers, and "apply to all"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QDialog,
+    QDialogButtonBox,
+    QGridLayout,
+    QLabel,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ferry.backends.base import Entry
+from ferry.core.units import format_size
+from ferry.transfers.copy import Conflict
+from ferry.ui.bridge import Bridge
+from ferry.ui.listing_model import display_name, mtime_text
+
+ANSWERS = (
+    ("overwrite", "Overwrite", "Replace the existing file"),
+    ("skip", "Skip", "Keep the existing file"),
+    ("rename", "Rename", "Keep both: the copy gets a name like 'data (1).csv'"),
+    ("resume", "Resume", "Continue a shorter existing file from where it ends (verified as a whole)"),
+    ("newer", "Overwrite if newer", "Replace only if the source is newer"),
+)
+
+
+class ConflictDialog(QDialog):
+    def __init__(self, display: str, source: Entry, existing: Entry, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("File already exists")
+        self.setObjectName("conflictDialog")
+        self.answer = "skip"
+        lay = QVBoxLayout(self)
+        lay.addWidget(QLabel(f"<b>{display_name(display)}</b> already exists."))
+        grid = QGridLayout()
+        for col, head in enumerate(("", "Size", "Modified")):
+            grid.addWidget(QLabel(f"<b>{head}</b>"), 0, col)
+        for row, (label, e) in enumerate((("Existing", existing), ("Source", source)), start=1):
+            grid.addWidget(QLabel(label), row, 0)
+            grid.addWidget(QLabel(format_size(e.size) if e.size is not None else "unknown"), row, 1)
+            grid.addWidget(QLabel(mtime_text(e.mtime)), row, 2)
+        lay.addLayout(grid)
+        self.for_all = QCheckBox("Apply to all remaining conflicts in this run")
+        self.for_all.setObjectName("forAll")
+        lay.addWidget(self.for_all)
+        box = QDialogButtonBox()
+        self.buttons: dict[str, QPushButton] = {}
+        for policy, text, tip in ANSWERS:
+            b = QPushButton(text)
+            b.setToolTip(tip)
+            b.clicked.connect(lambda _=False, p=policy: self._choose(p))
+            box.addButton(b, QDialogButtonBox.ButtonRole.AcceptRole)
+            self.buttons[policy] = b
+        self.buttons["skip"].setDefault(True)
+        lay.addWidget(box)
+
+    def _choose(self, policy: str) -> None:
+        self.answer = policy
+        self.accept()
+
+    def reject(self) -> None:  # closing the dialog keeps the existing file
+        self.answer = "skip"
+        super().reject()
+
+
+class ConflictAsker:
+    """The engine's ``AskFn``: asks on the UI thread, remembers "apply to all" for the run."""
+
+    def __init__(self, bridge: Bridge, parent: Callable[[], QWidget | None]) -> None:
+        self.bridge = bridge
+        self.parent = parent
+        self.for_all: str | None = None
+
+    def __call__(self, conflict: Conflict) -> str:
+        if self.for_all:
+            return self.for_all
+
+        def show(reply: Callable[[Any], None]) -> None:
+            if self.for_all:  # answered for all while this question waited
+                reply((self.for_all, False))
+                return
+            dlg = ConflictDialog(conflict.display, conflict.source, conflict.existing, self.parent())
+            dlg.finished.connect(lambda _c: reply((dlg.answer, dlg.for_all.isChecked())))
+            dlg.finished.connect(dlg.deleteLater)
+            dlg.open()
+            self.bridge.prompt_shown.emit(dlg)
+
+        answer, for_all = self.bridge.ask_blocking(show, ("skip", False))
+        if for_all:
+            self.for_all = answer
+        return str(answer)

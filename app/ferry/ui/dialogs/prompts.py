@@ -1,0 +1,137 @@
+"""Questions from the engine (host keys, passwords, passphrases, 2FA codes), asked in dialogs.
+
+:class:`QtPrompter` is installed with :func:`ferry.credentials.prompts.set_prompter`. A backend
+asks from a worker thread; the dialog opens on the UI thread through the bridge and only that
+worker waits. Prompts are shown verbatim (a second keyboard-interactive prompt is its own
+dialog, never answered with a saved password), and answers are never logged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QFont
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ferry.core.errors import AuthError
+from ferry.ui.bridge import Bridge
+
+
+class SecretDialog(QDialog):
+    """One prompt, verbatim; the answer is hidden unless the server asked for echo."""
+
+    def __init__(self, title: str, prompt: str, echo: bool, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.setObjectName("secretDialog")
+        lay = QVBoxLayout(self)
+        self.prompt_label = QLabel(prompt)
+        self.prompt_label.setTextFormat(Qt.TextFormat.PlainText)  # verbatim, never rich text
+        self.prompt_label.setWordWrap(True)
+        lay.addWidget(self.prompt_label)
+        self.answer = QLineEdit()
+        self.answer.setObjectName("answer")
+        self.answer.setEchoMode(QLineEdit.EchoMode.Normal if echo else QLineEdit.EchoMode.Password)
+        lay.addWidget(self.answer)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.accept)
+        self.buttons.rejected.connect(self.reject)
+        lay.addWidget(self.buttons)
+        self.answer.setFocus()
+
+
+class HostKeyDialog(QDialog):
+    """An unknown host key: fingerprint, the known_hosts line it would add, and three choices."""
+
+    def __init__(self, host: str, key_type: str, fingerprint: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(f"Unknown host key for {host}")
+        self.setObjectName("hostKeyDialog")
+        self.choice = "no"
+        lay = QVBoxLayout(self)
+        text = QLabel(
+            f"Ferry has never connected to <b>{_esc(host)}</b> before, so it cannot tell whether this is "
+            "really that computer. Compare the fingerprint with the one your administrator published."
+        )
+        text.setWordWrap(True)
+        lay.addWidget(text)
+        fp = QLabel(f"{key_type} key fingerprint:\n{fingerprint}")
+        fp.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        mono = QFont("monospace")
+        mono.setStyleHint(QFont.StyleHint.Monospace)
+        fp.setFont(mono)
+        lay.addWidget(fp)
+        line = QPlainTextEdit(f"{host} {key_type} <key as sent by the server>")
+        line.setReadOnly(True)
+        line.setMaximumHeight(48)
+        line.setToolTip("The line 'Trust always' adds to your known_hosts file")
+        lay.addWidget(line)
+        box = QDialogButtonBox()
+        self.always = QPushButton("Trust always")
+        self.always.setToolTip("Trust this key and save it to known_hosts")
+        self.once = QPushButton("Trust once")
+        self.once.setToolTip("Trust this key until Ferry quits")
+        self.reject_button = QPushButton("Reject")
+        self.reject_button.setToolTip("Do not connect")
+        box.addButton(self.always, QDialogButtonBox.ButtonRole.AcceptRole)
+        box.addButton(self.once, QDialogButtonBox.ButtonRole.AcceptRole)
+        box.addButton(self.reject_button, QDialogButtonBox.ButtonRole.RejectRole)
+        self.always.clicked.connect(lambda: self._done("save"))
+        self.once.clicked.connect(lambda: self._done("once"))
+        self.reject_button.clicked.connect(lambda: self._done("no"))
+        self.reject_button.setDefault(True)  # Enter must not trust a key
+        lay.addWidget(box)
+
+    def _done(self, choice: str) -> None:
+        self.choice = choice
+        if choice == "no":
+            self.reject()
+        else:
+            self.accept()
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class QtPrompter:
+    """The engine's :class:`~ferry.credentials.prompts.Prompter`, answered in dialogs."""
+
+    def __init__(self, bridge: Bridge, parent: Callable[[], QWidget | None]) -> None:
+        self.bridge = bridge
+        self.parent = parent
+
+    def ask(self, title: str, prompt: str, *, echo: bool) -> str:
+        def show(reply: Callable[[Any], None]) -> None:
+            dlg = SecretDialog(title, prompt, echo, self.parent())
+            dlg.finished.connect(lambda code: reply(dlg.answer.text() if code == QDialog.DialogCode.Accepted else None))
+            dlg.finished.connect(dlg.deleteLater)
+            dlg.open()
+            self.bridge.prompt_shown.emit(dlg)
+
+        answer: str | None = self.bridge.ask_blocking(show, None)
+        if answer is None:
+            raise AuthError(f"{title}: cancelled by you")
+        return answer
+
+    def confirm_host_key(self, host: str, key_type: str, fingerprint: str) -> str:
+        def show(reply: Callable[[Any], None]) -> None:
+            dlg = HostKeyDialog(host, key_type, fingerprint, self.parent())
+            dlg.finished.connect(lambda _code: reply(dlg.choice))
+            dlg.finished.connect(dlg.deleteLater)
+            dlg.open()
+            self.bridge.prompt_shown.emit(dlg)
+
+        choice: str = self.bridge.ask_blocking(show, "no")
+        return choice

@@ -1,0 +1,414 @@
+"""The site manager: SFTP, S3, Globus and local bookmarks saved to ``sites.toml``.
+
+Settings go to ``sites.toml`` (never a secret: the engine refuses option names that look like
+one); passwords and secret keys go to the system keychain, and the dialog says which happened,
+including when there is no keychain and a secret lives only in memory until Ferry quits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QMenu,
+    QPushButton,
+    QSpinBox,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ferry.core.errors import FerryError, UsageError
+from ferry.credentials import keychain
+from ferry.credentials.sites import Site, SiteStore
+
+KINDS = (("sftp", "SFTP (SSH)"), ("s3", "S3 bucket"), ("globus", "Globus collection"), ("local", "Local folder"))
+
+
+def _line(placeholder: str = "", tip: str = "") -> QLineEdit:
+    e = QLineEdit()
+    e.setPlaceholderText(placeholder)
+    if tip:
+        e.setToolTip(tip)
+    return e
+
+
+class SiteManagerDialog(QDialog):
+    saved = Signal(str)  # site name
+    test_requested = Signal(str)  # address text to try listing
+
+    def __init__(self, store: SiteStore | None = None, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Sites")
+        self.setObjectName("siteManagerDialog")
+        self.store = store or SiteStore()
+        self.tester: Callable[[str, Callable[[str], None]], object] | None = None
+        self.resize(720, 460)
+        outer = QHBoxLayout(self)
+        left = QVBoxLayout()
+        self.list = QListWidget()
+        self.list.setObjectName("siteList")
+        self.list.currentItemChanged.connect(lambda cur, _prev: self._load(cur))
+        left.addWidget(self.list, 1)
+        row = QHBoxLayout()
+        self.new_btn = QPushButton("New")
+        self.new_btn.setToolTip("Start a new site (Ctrl+N)")
+        self.new_btn.setShortcut("Ctrl+N")
+        self.new_btn.clicked.connect(self.new_site)
+        self.delete_btn = QPushButton("Delete")
+        self.delete_btn.setToolTip("Forget the selected site and its stored secrets (no files are touched)")
+        self.delete_btn.clicked.connect(self.delete_site)
+        row.addWidget(self.new_btn)
+        row.addWidget(self.delete_btn)
+        left.addLayout(row)
+        self.import_btn = QPushButton("Import from ssh_config…")
+        self.import_btn.setToolTip("Fill in the SFTP form from a Host entry in your ssh_config")
+        self.import_btn.clicked.connect(self._import_menu)
+        left.addWidget(self.import_btn)
+        outer.addLayout(left, 1)
+
+        right = QVBoxLayout()
+        form = QFormLayout()
+        self.kind = QComboBox()
+        self.kind.setObjectName("kind")
+        for key, text in KINDS:
+            self.kind.addItem(text, key)
+        self.kind.currentIndexChanged.connect(self._kind_changed)
+        form.addRow("Type:", self.kind)
+        self.name = _line("e.g. cluster", "A short name: use it as NAME:path anywhere Ferry takes an address")
+        self.name.setObjectName("name")
+        form.addRow("Name:", self.name)
+        self.description = _line("optional")
+        form.addRow("Description:", self.description)
+        right.addLayout(form)
+
+        self.pages = QStackedWidget()
+        # SFTP
+        p = QWidget()
+        f = QFormLayout(p)
+        self.host = _line("login.cluster.example.org")
+        self.host.setObjectName("host")
+        self.user = _line("your user name")
+        self.port = QSpinBox()
+        self.port.setRange(1, 65535)
+        self.port.setValue(22)
+        self.key = _line("~/.ssh/id_ed25519 (optional)", "A private key file; its passphrase is asked when needed")
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.key)
+        browse = QPushButton("…")
+        browse.setToolTip("Choose a key file")
+        browse.clicked.connect(self._browse_key)
+        key_row.addWidget(browse)
+        self.jump = _line("bastion.example.org (optional)", "Connect through this host (ProxyJump)")
+        self.sftp_path = _line("/ or a folder (optional)")
+        self.password = _line("optional: stored in the keychain")
+        self.password.setEchoMode(QLineEdit.EchoMode.Password)
+        self.password.setObjectName("password")
+        f.addRow("Host:", self.host)
+        f.addRow("User:", self.user)
+        f.addRow("Port:", self.port)
+        f.addRow("Key file:", key_row)
+        f.addRow("Jump host:", self.jump)
+        f.addRow("Folder:", self.sftp_path)
+        f.addRow("Password:", self.password)
+        self.pages.addWidget(p)
+        # S3
+        p = QWidget()
+        f = QFormLayout(p)
+        self.bucket = _line("my-bucket")
+        self.bucket.setObjectName("bucket")
+        self.prefix = _line("optional/prefix")
+        self.profile = _line("an AWS profile (optional)", "A profile from ~/.aws/config; or give endpoint and keys")
+        self.endpoint = _line("https://s3.example.org (optional)")
+        self.region = _line("us-east-1 (optional)")
+        self.access_key = _line("access key id (optional)")
+        self.secret_key = _line("secret access key: stored in the keychain")
+        self.secret_key.setEchoMode(QLineEdit.EchoMode.Password)
+        f.addRow("Bucket:", self.bucket)
+        f.addRow("Prefix:", self.prefix)
+        f.addRow("Profile:", self.profile)
+        f.addRow("Endpoint:", self.endpoint)
+        f.addRow("Region:", self.region)
+        f.addRow("Access key:", self.access_key)
+        f.addRow("Secret key:", self.secret_key)
+        self.pages.addWidget(p)
+        # Globus
+        p = QWidget()
+        f = QFormLayout(p)
+        self.collection = _line("collection UUID")
+        self.globus_path = _line("/~/ (optional)")
+        f.addRow("Collection:", self.collection)
+        f.addRow("Folder:", self.globus_path)
+        globus_note = QLabel("Log in with 'ferry globus login'; Ferry asks for consent when a collection needs it.")
+        globus_note.setWordWrap(True)
+        f.addRow("", globus_note)
+        self.pages.addWidget(p)
+        # Local
+        p = QWidget()
+        f = QFormLayout(p)
+        self.local_path = _line("/data/project")
+        self.local_path.setObjectName("localPath")
+        f.addRow("Folder:", self.local_path)
+        self.pages.addWidget(p)
+        right.addWidget(self.pages)
+
+        status = keychain.keychain_status()
+        self.keychain_label = QLabel(
+            ("Secrets go to the system keychain, never to sites.toml. " + status.description)
+            if status.available
+            else f"{status.description} Settings are still saved to sites.toml; secrets never are."
+        )
+        self.keychain_label.setObjectName("keychainLabel")
+        self.keychain_label.setWordWrap(True)
+        right.addWidget(self.keychain_label)
+        self.message = QLabel("")
+        self.message.setObjectName("message")
+        self.message.setWordWrap(True)
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
+        right.addWidget(self.message)
+        buttons = QDialogButtonBox()
+        self.test_btn = QPushButton("Test connection")
+        self.test_btn.setToolTip("List the site's folder once with these settings (save first)")
+        self.test_btn.clicked.connect(self.test_connection)
+        self.save_btn = QPushButton("Save")
+        self.save_btn.setObjectName("saveButton")
+        self.save_btn.setToolTip("Save this site (Ctrl+S)")
+        self.save_btn.setShortcut("Ctrl+S")
+        self.save_btn.clicked.connect(self.save)
+        buttons.addButton(self.test_btn, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.addButton(self.save_btn, QDialogButtonBox.ButtonRole.ApplyRole)
+        buttons.addButton(QDialogButtonBox.StandardButton.Close)
+        buttons.rejected.connect(self.reject)
+        right.addWidget(buttons)
+        outer.addLayout(right, 2)
+        self.reload()
+
+    def _kind_changed(self, index: int) -> None:
+        self.pages.setCurrentIndex(index)
+
+    # ---- list ----
+    def reload(self, select: str | None = None) -> None:
+        self.list.clear()
+        try:
+            sites = self.store.list()
+        except FerryError as exc:
+            self.message.setText(exc.message)
+            sites = []
+        for s in sites:
+            item = QListWidgetItem(s.name)
+            item.setData(Qt.ItemDataRole.UserRole, s)
+            item.setToolTip(s.address)
+            self.list.addItem(item)
+            if s.name == select:
+                self.list.setCurrentItem(item)
+
+    def new_site(self) -> None:
+        self.list.clearSelection()
+        self.list.setCurrentRow(-1)
+        for w in (
+            self.name,
+            self.description,
+            self.host,
+            self.user,
+            self.key,
+            self.jump,
+            self.sftp_path,
+            self.password,
+            self.bucket,
+            self.prefix,
+            self.profile,
+            self.endpoint,
+            self.region,
+            self.access_key,
+            self.secret_key,
+            self.collection,
+            self.globus_path,
+            self.local_path,
+        ):
+            w.clear()
+        self.port.setValue(22)
+        self.name.setFocus()
+
+    def _load(self, item: QListWidgetItem | None) -> None:
+        if item is None:
+            return
+        site: Site = item.data(Qt.ItemDataRole.UserRole)
+        self.new_site()
+        self.name.setText(site.name)
+        self.description.setText(site.description)
+        a = site.base_address()
+        opts = dict(site.options)
+        kind = a.scheme if a.scheme in ("sftp", "s3", "globus") else "local"
+        self.kind.setCurrentIndex(self.kind.findData(kind))
+        if kind == "sftp":
+            self.host.setText(a.host)
+            self.user.setText(a.user or "")
+            self.port.setValue(a.port or 22)
+            self.sftp_path.setText(a.path)
+            self.key.setText(opts.get("identity_file", ""))
+            self.jump.setText(opts.get("proxy_jump", ""))
+        elif kind == "s3":
+            self.bucket.setText(a.host)
+            self.prefix.setText(a.path.lstrip("/"))
+            self.profile.setText(opts.get("profile", ""))
+            self.endpoint.setText(opts.get("endpoint", ""))
+            self.region.setText(opts.get("region", ""))
+            self.access_key.setText(opts.get("access_key_id", ""))
+        elif kind == "globus":
+            self.collection.setText(a.host)
+            self.globus_path.setText(a.path)
+        else:
+            self.local_path.setText(a.path)
+
+    # ---- building a site ----
+    def site_fields(self) -> tuple[str, str, dict[str, str], dict[str, str]]:
+        """(name, address, options, secrets) from the form; UsageError if something is missing."""
+        name = self.name.text().strip()
+        if not name:
+            raise UsageError("Give the site a name")
+        kind = str(self.kind.currentData())
+        opts: dict[str, str] = {}
+        secrets: dict[str, str] = {}
+        if kind == "sftp":
+            host = self.host.text().strip()
+            if not host:
+                raise UsageError("Give the host name")
+            user = self.user.text().strip()
+            port = self.port.value()
+            path = self.sftp_path.text().strip()
+            netloc = (
+                (f"{user}@" if user else "")
+                + (f"[{host}]" if ":" in host else host)
+                + (f":{port}" if port != 22 else "")
+            )
+            address = f"sftp://{netloc}" + (("" if path.startswith("/") else "/~/") + path if path else "")
+            if self.key.text().strip():
+                opts["identity_file"] = self.key.text().strip()
+            if self.jump.text().strip():
+                opts["proxy_jump"] = self.jump.text().strip()
+            if self.password.text():
+                secrets["password"] = self.password.text()
+        elif kind == "s3":
+            bucket = self.bucket.text().strip()
+            if not bucket:
+                raise UsageError("Give the bucket name")
+            prefix = self.prefix.text().strip().strip("/")
+            address = f"s3://{bucket}/" + (f"{prefix}/" if prefix else "")
+            for key, w in (
+                ("profile", self.profile),
+                ("endpoint", self.endpoint),
+                ("region", self.region),
+                ("access_key_id", self.access_key),
+            ):
+                if w.text().strip():
+                    opts[key] = w.text().strip()
+            if self.secret_key.text():
+                secrets["secret_access_key"] = self.secret_key.text()
+        elif kind == "globus":
+            coll = self.collection.text().strip()
+            if not coll:
+                raise UsageError("Give the collection's id")
+            path = self.globus_path.text().strip()
+            address = f"globus://{coll}" + (path if path.startswith("/") else f"/{path}" if path else "/")
+        else:
+            address = self.local_path.text().strip()
+            if not address:
+                raise UsageError("Choose a folder")
+        return name, address, opts, secrets
+
+    def save(self) -> bool:
+        try:
+            name, address, opts, secrets = self.site_fields()
+            exists = self.store.get(name) is not None
+            self.store.add(name, address, opts, replace=exists, description=self.description.text().strip())
+        except FerryError as exc:
+            self.message.setText(exc.message)
+            return False
+        said = [f"Saved '{name}' ({address})."]
+        for field, value in secrets.items():
+            if keychain.set_secret(keychain.site_secret_key(name, field), value):
+                said.append(f"The {field.replace('_', ' ')} is in the system keychain.")
+            else:
+                said.append(
+                    f"The {field.replace('_', ' ')} is kept in memory only until Ferry quits: "
+                    f"{keychain.keychain_reason()}."
+                )
+        self.password.clear()
+        self.secret_key.clear()
+        self.message.setText(" ".join(said))
+        self.reload(select=name)
+        self.saved.emit(name)
+        return True
+
+    def delete_site(self) -> None:
+        if self.list.currentRow() < 0:
+            return
+        name = self.list.currentItem().text()
+        try:
+            self.store.remove(name)
+        except FerryError as exc:
+            self.message.setText(exc.message)
+            return
+        for field in ("password", "secret_access_key"):
+            keychain.delete_secret(keychain.site_secret_key(name, field))
+        self.message.setText(f"Forgot '{name}' and its stored secrets.")
+        self.reload()
+
+    def test_connection(self) -> None:
+        name = self.name.text().strip()
+        if not name or self.store.get(name) is None:
+            self.message.setText("Save the site first, then test it.")
+            return
+        self.message.setText(f"Connecting to {name}…")
+        if self.tester is not None:
+            self.tester(f"{name}:", self.message.setText)
+
+    # ---- ssh_config ----
+    def _import_menu(self) -> None:
+        from ferry.ui.sites_menu import ssh_hosts
+
+        hosts = ssh_hosts()
+        if not hosts:
+            self.message.setText("No Host entries were found in your ssh_config.")
+            return
+        menu = QMenu(self)
+        for h in hosts:
+            act = menu.addAction(h)
+            act.setData(h)
+        menu.triggered.connect(lambda a: self.import_ssh_host(str(a.data())))
+        menu.popup(self.import_btn.mapToGlobal(self.import_btn.rect().bottomLeft()))
+
+    def import_ssh_host(self, alias: str) -> None:
+        from ferry.credentials.ssh_config import resolve
+
+        try:
+            t = resolve(alias)
+        except Exception as exc:  # a broken ssh_config entry must not break the dialog
+            self.message.setText(f"Could not read ssh_config for {alias}: {exc}")
+            return
+        self.new_site()
+        self.kind.setCurrentIndex(self.kind.findData("sftp"))
+        self.name.setText(alias)
+        self.host.setText(t.hostname)
+        self.user.setText(t.user)
+        self.port.setValue(t.port)
+        if t.identity_files:
+            self.key.setText(t.identity_files[0])
+        self.jump.setText(t.proxy_jump or "")
+        self.message.setText(f"Filled in from ssh_config's Host {alias}; check and Save.")
+
+    def _browse_key(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose a private key", "~/.ssh")
+        if path:
+            self.key.setText(path)

@@ -1,0 +1,340 @@
+"""The folder listing shown in a pane: Name, Size, Modified, Kind.
+
+Sorting and filtering happen in this model on plain Python lists (a ``QSortFilterProxyModel``
+would call back into Python for every comparison: seconds for 100,000 rows). Entries arrive in
+batches from a background listing and are appended as they come, so a huge folder fills in
+while the pane stays usable; when the listing ends the final order is applied in one layout
+change. Drags carry Ferry addresses (and ``file://`` URLs for local files); drops are handed to
+``drop_handler`` and never start anything by themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QMimeData,
+    QModelIndex,
+    QPersistentModelIndex,
+    Qt,
+    QUrl,
+)
+from PySide6.QtWidgets import QApplication, QStyle
+
+from ferry.backends.base import Entry, Kind
+from ferry.core.address import Address
+from ferry.core.units import format_size
+
+MIME_ADDRESSES = "application/x-ferry-addresses"
+COLUMNS = ("Name", "Size", "Modified", "Kind")
+NAME, SIZE, MODIFIED, KIND = range(4)
+EntryRole = Qt.ItemDataRole.UserRole + 1
+
+Index = QModelIndex | QPersistentModelIndex
+_ROOT = QModelIndex()  # the invisible root, as a default argument
+DropHandler = Callable[[list[str], str, bool], bool]  # sources, destination folder, move → accepted
+
+
+def kind_text(e: Entry) -> str:
+    if e.kind is Kind.LINK:
+        return f"→ {e.link_target}" if e.link_target else "Link"
+    if e.kind is Kind.DIR:
+        return "Folder"
+    if e.kind is Kind.SPECIAL:
+        return "Special file"
+    storage = e.meta.get("storage_class") or e.meta.get("StorageClass")
+    if storage:
+        return storage
+    ext = os.path.splitext(e.name)[1].lstrip(".")
+    return f"{ext.upper()} file" if ext else "File"
+
+
+def display_name(name: str) -> str:
+    """Control characters in hostile names are shown escaped, never interpreted."""
+    if name.isprintable():
+        return name
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+
+
+def _sort_key(column: int) -> Callable[[Entry], tuple[object, ...]]:
+    # Folders first in every order, as file managers do.
+    if column == SIZE:
+        return lambda e: (not e.is_dir, e.size if e.size is not None else -1, e.name.casefold())
+    if column == MODIFIED:
+        return lambda e: (not e.is_dir, e.mtime.timestamp() if e.mtime else 0.0, e.name.casefold())
+    if column == KIND:
+        return lambda e: (not e.is_dir, kind_text(e).casefold(), e.name.casefold())
+    return lambda e: (not e.is_dir, e.name.casefold(), e.name)
+
+
+class ListingModel(QAbstractItemModel):
+    """A flat table model; ``address`` is the folder listed."""
+
+    def __init__(self, parent: object | None = None) -> None:
+        super().__init__(parent)  # type: ignore[arg-type]
+        self.address: Address | None = None
+        self._all: list[Entry] = []
+        self._rows: list[Entry] = []
+        self._filter = ""
+        self._show_hidden = False
+        self._sort_column = NAME
+        self._sort_order = Qt.SortOrder.AscendingOrder
+        self._sorted = True  # False while batches are being appended
+        self.drop_handler: DropHandler | None = None
+        style = QApplication.style() if QApplication.instance() else None
+        self._icons = (
+            {
+                Kind.DIR: style.standardIcon(QStyle.StandardPixmap.SP_DirIcon),
+                Kind.FILE: style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
+                Kind.LINK: style.standardIcon(QStyle.StandardPixmap.SP_FileLinkIcon),
+                Kind.SPECIAL: style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning),
+            }
+            if style
+            else {}
+        )
+
+    # ---- Qt model interface ----
+    def index(self, row: int, column: int, parent: Index = _ROOT) -> QModelIndex:
+        if parent.isValid() or not (0 <= row < len(self._rows)) or not (0 <= column < len(COLUMNS)):
+            return QModelIndex()
+        return self.createIndex(row, column)
+
+    def parent(self, child: Index = _ROOT) -> QModelIndex:  # type: ignore[override]
+        return QModelIndex()
+
+    def rowCount(self, parent: Index = _ROOT) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def columnCount(self, parent: Index = _ROOT) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def hasChildren(self, parent: Index = _ROOT) -> bool:
+        return not parent.isValid() and bool(self._rows)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole and 0 <= section < 4:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        e = self._rows[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == NAME:
+                return display_name(e.name)
+            if col == SIZE:
+                return "" if e.is_dir else format_size(e.size)
+            if col == MODIFIED:
+                return e.mtime.astimezone().strftime("%Y-%m-%d %H:%M") if e.mtime else ""
+            return kind_text(e)
+        if role == Qt.ItemDataRole.EditRole and col == NAME:
+            return e.name
+        if role == Qt.ItemDataRole.DecorationRole and col == NAME:
+            return self._icons.get(e.kind)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == MODIFIED and e.mtime:
+                return e.mtime.astimezone().isoformat(sep=" ", timespec="seconds")
+            if col == SIZE and e.size is not None:
+                return f"{e.size:,} bytes"
+            if col == NAME and e.link_target:
+                return f"Link to {e.link_target}"
+            return None
+        if role == Qt.ItemDataRole.TextAlignmentRole and col == SIZE:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == EntryRole:
+            return e
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        base = Qt.ItemFlag.ItemIsDropEnabled
+        if not index.isValid():
+            return base
+        f = base | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDragEnabled
+        if index.column() == NAME:
+            f |= Qt.ItemFlag.ItemIsEditable
+        return f
+
+    def setData(self, index: Index, value: object, role: int = Qt.ItemDataRole.EditRole) -> bool:
+        """Renaming is requested here and done by the pane in the background."""
+        if role != Qt.ItemDataRole.EditRole or not index.isValid() or index.column() != NAME:
+            return False
+        new = str(value).strip()
+        e = self._rows[index.row()]
+        if not new or new == e.name or self.rename_handler is None:
+            return False
+        return self.rename_handler(e, new)
+
+    rename_handler: Callable[[Entry, str], bool] | None = None
+
+    def sort(self, column: int, order: Qt.SortOrder = Qt.SortOrder.AscendingOrder) -> None:
+        self._sort_column, self._sort_order = column, order
+        self._relayout()
+
+    # ---- contents ----
+    def entry(self, row: int) -> Entry:
+        return self._rows[row]
+
+    def entries(self) -> Sequence[Entry]:
+        return self._rows
+
+    def all_entries(self) -> Sequence[Entry]:
+        return self._all
+
+    def address_of(self, e: Entry) -> Address:
+        assert self.address is not None
+        return replace(self.address, path=e.path, trailing_slash=False)
+
+    def sort_state(self) -> tuple[int, Qt.SortOrder]:
+        return self._sort_column, self._sort_order
+
+    def begin_listing(self, address: Address) -> None:
+        """A new folder: clear now, batches follow."""
+        self.beginResetModel()
+        self.address = address
+        self._all, self._rows = [], []
+        self._sorted = True
+        self.endResetModel()
+
+    def add_batch(self, batch: Sequence[Entry]) -> None:
+        """Append a batch as it arrives (order fixed up at :meth:`end_listing`)."""
+        shown = [e for e in batch if self._visible(e)]
+        self._all.extend(batch)
+        if not shown:
+            return
+        first = len(self._rows)
+        self.beginInsertRows(QModelIndex(), first, first + len(shown) - 1)
+        self._rows.extend(shown)
+        self.endInsertRows()
+        self._sorted = False
+
+    def end_listing(self, presorted: list[Entry] | None = None) -> None:
+        """The listing is complete; ``presorted`` (sorted off the UI thread) saves the sort."""
+        if presorted is not None and len(presorted) == len(self._all):
+            self._all = presorted
+            self.layoutAboutToBeChanged.emit()
+            self._remap([e for e in presorted if self._visible(e)])
+            self.layoutChanged.emit()
+        elif not self._sorted:
+            self._relayout()
+        self._sorted = True
+
+    def set_entries(self, entries: Sequence[Entry], address: Address | None = None) -> None:
+        if address is not None:
+            self.address = address
+        self.beginResetModel()
+        self._all = list(entries)
+        self._rows = self._ordered([e for e in self._all if self._visible(e)])
+        self.endResetModel()
+
+    def set_filter(self, text: str) -> None:
+        self._filter = text.casefold()
+        self._refilter()
+
+    def set_show_hidden(self, show: bool) -> None:
+        self._show_hidden = show
+        self._refilter()
+
+    def _visible(self, e: Entry) -> bool:
+        if not self._show_hidden and e.name.startswith("."):
+            return False
+        return not self._filter or self._filter in e.name.casefold()
+
+    def _ordered(self, entries: list[Entry]) -> list[Entry]:
+        entries.sort(key=_sort_key(self._sort_column), reverse=self._sort_order == Qt.SortOrder.DescendingOrder)
+        return entries
+
+    def sorter(self) -> Callable[[list[Entry]], list[Entry]]:
+        """A function that sorts a list the way this model does (safe to call on any thread)."""
+        key, rev = _sort_key(self._sort_column), self._sort_order == Qt.SortOrder.DescendingOrder
+
+        def do(entries: list[Entry]) -> list[Entry]:
+            return sorted(entries, key=key, reverse=rev)
+
+        return do
+
+    def _relayout(self) -> None:
+        self.layoutAboutToBeChanged.emit()
+        self._remap(self._ordered([e for e in self._all if self._visible(e)]))
+        self.layoutChanged.emit()
+
+    def _refilter(self) -> None:
+        self.beginResetModel()
+        self._rows = self._ordered([e for e in self._all if self._visible(e)])
+        self.endResetModel()
+
+    def _remap(self, new_rows: list[Entry]) -> None:
+        """Swap in a new order keeping selections and current items on the same entries."""
+        old = self.persistentIndexList()
+        if old:
+            where = {id(e): i for i, e in enumerate(new_rows)}
+            new_idx = []
+            for idx in old:
+                r = where.get(id(self._rows[idx.row()])) if idx.row() < len(self._rows) else None
+                new_idx.append(QModelIndex() if r is None else self.createIndex(r, idx.column()))
+            self._rows = new_rows
+            self.changePersistentIndexList(old, new_idx)
+        else:
+            self._rows = new_rows
+
+    # ---- drag and drop ----
+    def supportedDropActions(self) -> Qt.DropAction:
+        return Qt.DropAction.CopyAction | Qt.DropAction.MoveAction
+
+    def supportedDragActions(self) -> Qt.DropAction:
+        return Qt.DropAction.CopyAction | Qt.DropAction.MoveAction
+
+    def mimeTypes(self) -> list[str]:
+        return [MIME_ADDRESSES, "text/uri-list"]
+
+    def mimeData(self, indexes: Sequence[QModelIndex]) -> QMimeData:
+        rows = sorted({i.row() for i in indexes if i.isValid()})
+        addrs = [self.address_of(self._rows[r]) for r in rows]
+        md = QMimeData()
+        md.setData(MIME_ADDRESSES, json.dumps([str(a) for a in addrs]).encode("utf-8", "surrogateescape"))
+        local = [QUrl.fromLocalFile(a.path) for a in addrs if a.is_local]
+        if local:
+            md.setUrls(local)
+        md.setText("\n".join(str(a) for a in addrs))
+        return md
+
+    def canDropMimeData(self, data: QMimeData, action: Qt.DropAction, row: int, column: int, parent: Index) -> bool:
+        return self.address is not None and bool(sources_from_mime(data))
+
+    def dropMimeData(self, data: QMimeData, action: Qt.DropAction, row: int, column: int, parent: Index) -> bool:
+        if self.address is None or self.drop_handler is None:
+            return False
+        sources = sources_from_mime(data)
+        if not sources:
+            return False
+        dest = self.address
+        if parent.isValid():  # dropped onto a folder row: into that folder
+            e = self._rows[parent.row()]
+            if e.is_dir:
+                dest = self.address_of(e)
+        dest_text = str(replace(dest, trailing_slash=True)) if dest.is_local else str(dest).rstrip("/") + "/"
+        return self.drop_handler(sources, dest_text, action == Qt.DropAction.MoveAction)
+
+
+def sources_from_mime(data: QMimeData) -> list[str]:
+    """Ferry addresses from a pane, or local paths from a file manager's ``file://`` URLs."""
+    if data.hasFormat(MIME_ADDRESSES):
+        raw = bytes(data.data(MIME_ADDRESSES).data()).decode("utf-8", "surrogateescape")
+        try:
+            found = json.loads(raw)
+        except ValueError:
+            return []
+        return [str(s) for s in found if isinstance(s, str)]
+    if data.hasUrls():
+        return [u.toLocalFile() for u in data.urls() if u.isLocalFile() and u.toLocalFile()]
+    return []
+
+
+def mtime_text(dt: datetime | None) -> str:
+    return dt.astimezone().strftime("%Y-%m-%d %H:%M:%S") if dt else "unknown"

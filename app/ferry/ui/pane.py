@@ -1,0 +1,457 @@
+"""One side of the window: a site picker, a path bar with breadcrumbs, navigation and a listing.
+
+Entering a folder lists it on a worker thread (through the bridge) while the pane shows a
+spinner and stays usable. Every listing carries a generation number: batches from an older
+request are dropped, so a slow listing can never overwrite a newer one.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QFocusEvent
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QStackedWidget,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from ferry.backends.base import Entry
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import FerryError, describe
+from ferry.ui.bridge import Bridge
+from ferry.ui.listing_model import EntryRole, ListingModel
+from ferry.ui.queue_service import SharedPool
+from ferry.ui.sites_menu import Place, all_places
+
+BATCH = 2000
+BATCH_SECONDS = 0.1
+
+
+class FileView(QTreeView):
+    """The listing: multi-select, drag out, drops in (from the other pane or a file manager)."""
+
+    focused = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setRootIsDecorated(False)
+        self.setUniformRowHeights(True)  # what keeps 100,000 rows cheap
+        self.setAllColumnsShowFocus(True)
+        self.setSortingEnabled(True)
+        self.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.setDragEnabled(True)
+        self.setAcceptDrops(True)
+        self.setDropIndicatorShown(True)
+        self.setDragDropMode(QAbstractItemView.DragDropMode.DragDrop)
+        self.setDefaultDropAction(Qt.DropAction.CopyAction)
+        self.setEditTriggers(QAbstractItemView.EditTrigger.EditKeyPressed)
+        self.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
+
+    def focusInEvent(self, event: QFocusEvent) -> None:
+        super().focusInEvent(event)
+        self.focused.emit()
+
+    # A drop from a file manager arrives as a plain copy; a drop from our own pane keeps the
+    # action the person chose (Shift = move). The model decides what the drop means.
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        if event.mimeData().hasUrls() or event.mimeData().hasFormat("application/x-ferry-addresses"):
+            event.acceptProposedAction()
+        else:
+            super().dragEnterEvent(event)
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        if event.source() is self:
+            event.ignore()  # dropping a pane onto itself copies nothing
+            return
+        event.acceptProposedAction()
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        if event.source() is self:
+            event.ignore()
+            return
+        index = self.indexAt(event.position().toPoint())
+        model = self.model()
+        parent = index.siblingAtColumn(0) if index.isValid() else QModelIndex()
+        action = event.dropAction() if event.source() is not None else Qt.DropAction.CopyAction
+        if model is not None and model.dropMimeData(event.mimeData(), action, -1, -1, parent):
+            event.setDropAction(action)
+            event.accept()
+        else:
+            event.ignore()
+
+
+class Breadcrumbs(QWidget):
+    """The path as buttons; clicking one goes there, clicking the empty end edits the path."""
+
+    go = Signal(str)
+    edit = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._lay = QHBoxLayout(self)
+        self._lay.setContentsMargins(0, 0, 0, 0)
+        self._lay.setSpacing(0)
+
+    def set_address(self, address: Address) -> None:
+        while self._lay.count():
+            item = self._lay.takeAt(0)
+            w = item.widget() if item is not None else None
+            if w is not None:
+                w.deleteLater()
+        for label, target in crumbs(address):
+            b = QToolButton()
+            b.setText(label)
+            b.setAutoRaise(True)
+            b.setToolTip(target)
+            b.clicked.connect(lambda _=False, t=target: self.go.emit(t))
+            self._lay.addWidget(b)
+            sep = QLabel("›")
+            sep.setEnabled(False)
+            self._lay.addWidget(sep)
+        edit = QToolButton()
+        edit.setText("✎")
+        edit.setAutoRaise(True)
+        edit.setToolTip("Type a path or address (Ctrl+L)")
+        edit.clicked.connect(self.edit.emit)
+        self._lay.addWidget(edit)
+        self._lay.addStretch(1)
+
+
+def crumbs(address: Address) -> list[tuple[str, str]]:
+    """(label, address text) for each ancestor of ``address``, the root first."""
+    out: list[tuple[str, str]] = []
+    if address.is_local:
+        path = address.path
+        parts = [p for p in path.split(os.sep) if p]
+        out.append((os.sep, os.sep))
+        acc = ""
+        for p in parts:
+            acc = f"{acc}{os.sep}{p}"
+            out.append((p, acc))
+        return out
+    root = replace(address, path="/" if address.path.startswith("/") else "", trailing_slash=False)
+    out.append((address.site or f"{address.host or address.scheme}", str(root)))
+    acc = root.path
+    for p in [p for p in address.path.split("/") if p]:
+        acc = f"{acc.rstrip('/')}/{p}" if acc else p
+        out.append((p, str(replace(root, path=acc))))
+    return out
+
+
+class Pane(QWidget):
+    activated = Signal()
+    status = Signal(str)
+    listed = Signal(int)  # generation of a completed listing (tests and status bar)
+    open_requested = Signal(object)  # Entry of a file to open
+
+    def __init__(self, bridge: Bridge, pool: SharedPool, name: str = "pane", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(name)
+        self.bridge = bridge
+        self.pool = pool
+        self.model = ListingModel(self)
+        self.address: Address | None = None
+        self.generation = 0
+        self.loading = False
+        self._cancel: CancelToken | None = None
+        self._back: list[Address] = []
+        self._forward: list[Address] = []
+        self.error_text = ""
+        self.resolve: Callable[[str], Address] = _resolve
+
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.setSpacing(3)
+        top = QHBoxLayout()
+        self.site = QComboBox()
+        self.site.setObjectName("sitePicker")
+        self.site.setToolTip("Choose a place: this computer, a saved site, or an ssh_config host")
+        self.site.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.site.setMinimumContentsLength(14)
+        self.site.activated.connect(self._site_chosen)
+        top.addWidget(self.site, 1)
+        self.back_btn = self._tool("◀", "Back (Alt+Left)", self.back)
+        self.fwd_btn = self._tool("▶", "Forward (Alt+Right)", self.forward)
+        self.up_btn = self._tool("▲", "Up one folder (Alt+Up / Backspace)", self.up)
+        self.refresh_btn = self._tool("⟳", "Refresh (Ctrl+R)", self.refresh)
+        for b in (self.back_btn, self.fwd_btn, self.up_btn, self.refresh_btn):
+            top.addWidget(b)
+        self.hidden_btn = self._tool("◌", "Show hidden files (Ctrl+H)", None)
+        self.hidden_btn.setCheckable(True)
+        self.hidden_btn.toggled.connect(self.model.set_show_hidden)
+        top.addWidget(self.hidden_btn)
+        self.filter = QLineEdit()
+        self.filter.setObjectName("filter")
+        self.filter.setPlaceholderText("Filter")
+        self.filter.setClearButtonEnabled(True)
+        self.filter.setToolTip("Show only names containing this text (Ctrl+F)")
+        self.filter.setMaximumWidth(160)
+        self.filter.textChanged.connect(self.model.set_filter)
+        top.addWidget(self.filter)
+        lay.addLayout(top)
+
+        self.path_stack = QStackedWidget()
+        self.crumbs = Breadcrumbs()
+        self.crumbs.go.connect(self.navigate)
+        self.crumbs.edit.connect(self.edit_path)
+        self.path_edit = QLineEdit()
+        self.path_edit.setObjectName("pathEdit")
+        self.path_edit.setToolTip(
+            "A folder on this computer, a saved site (name:path) or a URL (sftp://, s3://, globus://)"
+        )
+        self.path_edit.returnPressed.connect(lambda: self.navigate(self.path_edit.text().strip()))
+        self.path_edit.editingFinished.connect(lambda: self.path_stack.setCurrentWidget(self.crumbs))
+        self.path_stack.addWidget(self.crumbs)
+        self.path_stack.addWidget(self.path_edit)
+        self.path_stack.setFixedHeight(self.path_edit.sizeHint().height())
+        path_row = QHBoxLayout()
+        path_row.addWidget(self.path_stack, 1)
+        self.spinner = QProgressBar()
+        self.spinner.setObjectName("spinner")
+        self.spinner.setRange(0, 0)  # busy indicator
+        self.spinner.setMaximumSize(QSize(60, 12))
+        self.spinner.setTextVisible(False)
+        self.spinner.setToolTip("Listing…")
+        self.spinner.hide()
+        path_row.addWidget(self.spinner)
+        lay.addLayout(path_row)
+
+        self.view = FileView()
+        self.view.setModel(self.model)
+        header = self.view.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((1, 80), (2, 130), (3, 110)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Interactive)
+            header.resizeSection(col, width)
+        self.view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.view.focused.connect(self.activated.emit)
+        self.view.activated.connect(self._activated)
+        lay.addWidget(self.view, 1)
+        self.message = QLabel("")
+        self.message.setObjectName("paneMessage")
+        self.message.setWordWrap(True)
+        self.message.setTextFormat(Qt.TextFormat.PlainText)
+        self.message.setFrameShape(QFrame.Shape.StyledPanel)
+        self.message.hide()
+        lay.addWidget(self.message)
+        self.reload_places()
+
+    def _tool(self, text: str, tip: str, slot: Callable[[], object] | None) -> QToolButton:
+        b = QToolButton()
+        b.setText(text)
+        b.setToolTip(tip)
+        b.setAutoRaise(True)
+        if slot is not None:
+            b.clicked.connect(lambda _=False: slot())
+        return b
+
+    # ---- places ----
+    def reload_places(self) -> None:
+        self.site.blockSignals(True)
+        self.site.clear()
+        groups: dict[str, list[Place]] = {"local": [], "site": [], "ssh": []}
+        for p in all_places():
+            groups[p.group].append(p)
+        first = True
+        for name, items in groups.items():
+            if not items:
+                continue
+            if not first:
+                self.site.insertSeparator(self.site.count())
+            first = False
+            for p in items:
+                self.site.addItem(p.label, p.address)
+                self.site.setItemData(self.site.count() - 1, p.tooltip, Qt.ItemDataRole.ToolTipRole)
+            del name
+        self.site.blockSignals(False)
+
+    def _site_chosen(self, index: int) -> None:
+        target = self.site.itemData(index)
+        if target:
+            self.navigate(str(target))
+
+    # ---- navigation ----
+    def edit_path(self) -> None:
+        self.path_edit.setText(str(self.address) if self.address else "")
+        self.path_stack.setCurrentWidget(self.path_edit)
+        self.path_edit.setFocus()
+        self.path_edit.selectAll()
+
+    def navigate(self, target: str | Address, *, remember: bool = True) -> bool:
+        try:
+            address = target if isinstance(target, Address) else self.resolve(target)
+        except FerryError as exc:
+            self._show_error(exc.message)
+            return False
+        if remember and self.address is not None and address != self.address:
+            self._back.append(self.address)
+            self._forward.clear()
+        self._list(address)
+        return True
+
+    def back(self) -> None:
+        if self._back:
+            assert self.address is not None
+            self._forward.append(self.address)
+            self._list(self._back.pop())
+
+    def forward(self) -> None:
+        if self._forward:
+            assert self.address is not None
+            self._back.append(self.address)
+            self._list(self._forward.pop())
+
+    def up(self) -> None:
+        if self.address is not None:
+            parent = self.address.parent()
+            if parent != self.address:
+                self.navigate(parent)
+
+    def refresh(self) -> None:
+        if self.address is not None:
+            self._list(self.address, keep_selection=True)
+
+    def _update_buttons(self) -> None:
+        self.back_btn.setEnabled(bool(self._back))
+        self.fwd_btn.setEnabled(bool(self._forward))
+
+    def _list(self, address: Address, keep_selection: bool = False) -> None:
+        if self._cancel is not None:
+            self._cancel.cancel()
+        self.generation += 1
+        gen = self.generation
+        cancel = self._cancel = CancelToken()
+        self.address = address
+        self.error_text = ""
+        self.message.hide()
+        self.crumbs.set_address(address)
+        self.path_stack.setCurrentWidget(self.crumbs)
+        self.setToolTip("")
+        selected = {e.name for e in self.selected_entries()} if keep_selection else set()
+        self.model.begin_listing(address)
+        self.loading = True
+        self.spinner.show()
+        self.status.emit(f"Listing {address}…")
+        self._update_buttons()
+        sorter = self.model.sorter()
+        sort_state = self.model.sort_state()
+        pool, post = self.pool, self.bridge.post
+        started = time.monotonic()
+
+        def work() -> int:
+            backend = pool.get(address)
+            everything: list[Entry] = []
+            batch: list[Entry] = []
+            last = time.monotonic()
+            for e in backend.list(address.path, cancel):
+                batch.append(e)
+                if len(batch) >= BATCH or time.monotonic() - last > BATCH_SECONDS:
+                    everything += batch
+                    post(lambda b=batch: self._on_batch(gen, b))  # type: ignore[misc]
+                    batch, last = [], time.monotonic()
+                    if cancel.cancelled:
+                        return 0
+            everything += batch
+            post(lambda b=batch: self._on_batch(gen, b))  # type: ignore[misc]
+            # Sort here, off the UI thread; the model swaps the order in one layout change.
+            ordered = sorter(everything)
+            post(lambda: self._on_done(gen, ordered, selected, started, sort_state))
+            return len(everything)
+
+        def failed(exc: BaseException) -> None:
+            if gen == self.generation:
+                self.loading = False
+                self.spinner.hide()
+                self._show_error(describe(exc))
+                self.listed.emit(gen)
+
+        self.bridge.run(work, on_error=failed, name="ferry-list")
+
+    def _on_batch(self, gen: int, batch: list[Entry]) -> None:
+        if gen == self.generation and batch:
+            self.model.add_batch(batch)
+
+    def _on_done(
+        self, gen: int, ordered: list[Entry], selected: set[str], started: float, sort_state: tuple[int, Qt.SortOrder]
+    ) -> None:
+        if gen != self.generation:
+            return  # a newer listing was asked for meanwhile: this one is stale
+        # Sorted by the worker in the order the model had when the listing began; if the person
+        # re-sorted meanwhile, the model sorts again itself.
+        self.model.end_listing(ordered if self.model.sort_state() == sort_state else None)
+        self.loading = False
+        self.spinner.hide()
+        if selected:
+            self.select_names(selected)
+        n = len(self.model.all_entries())
+        self.status.emit(f"{self.address}: {n:,} item{'s' if n != 1 else ''} ({time.monotonic() - started:.1f} s)")
+        self.listed.emit(gen)
+
+    def _show_error(self, text: str) -> None:
+        self.error_text = text
+        self.message.setText(text)
+        self.message.setStyleSheet("color: #c62828")
+        self.message.show()
+        self.status.emit(text)
+
+    def show_hint(self, text: str) -> None:
+        self.message.setText(text)
+        self.message.setStyleSheet("")
+        self.message.show()
+
+    def _activated(self, index: QModelIndex) -> None:
+        e = index.data(EntryRole)
+        if not isinstance(e, Entry):
+            return
+        if e.is_dir:
+            self.navigate(self.model.address_of(e))
+        elif e.is_file:
+            self.open_requested.emit(e)
+
+    # ---- selection ----
+    def selected_entries(self) -> list[Entry]:
+        sm = self.view.selectionModel()
+        return [self.model.entry(i.row()) for i in sorted(sm.selectedRows(), key=lambda i: i.row())]
+
+    def selected_addresses(self) -> list[Address]:
+        return [self.model.address_of(e) for e in self.selected_entries()]
+
+    def select_names(self, names: set[str]) -> None:
+        from PySide6.QtCore import QItemSelection, QItemSelectionModel
+
+        sm = self.view.selectionModel()
+        sel = QItemSelection()
+        for row, e in enumerate(self.model.entries()):
+            if e.name in names:
+                sel.select(self.model.index(row, 0), self.model.index(row, 3))
+        sm.select(sel, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+
+    def current_text(self) -> str:
+        return str(self.address) if self.address else ""
+
+    def focus_view(self) -> None:
+        self.view.setFocus()
+
+
+def _resolve(text: str) -> Address:
+    from ferry.credentials.sites import resolve_address
+
+    return resolve_address(text)

@@ -1,0 +1,284 @@
+"""The transfers panel's model: one row per job, its files as children loaded page by page.
+
+It holds only what the last :class:`~ferry.ui.queue_service.QueueSnapshot` said (jobs, plus the
+loaded pages of expanded jobs), applies each snapshot as row inserts/removals and one
+``dataChanged`` per changed range, and never asks the store anything itself, so 100,000 queued
+files cost the UI thread nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QBrush, QColor
+
+from ferry.core.errors import Action
+from ferry.core.units import format_duration, format_rate, format_size
+from ferry.ui.queue_service import FileRow, JobRow, QueueSnapshot
+
+Index = QModelIndex | QPersistentModelIndex
+_ROOT = QModelIndex()  # the invisible root, as a default argument
+COLUMNS = ("Transfer", "State", "Progress", "Bytes", "Files", "Speed", "ETA", "Verification")
+TITLE, STATE, PROGRESS, BYTES, FILES, SPEED, ETA, VERIFY = range(len(COLUMNS))
+JobRole = Qt.ItemDataRole.UserRole + 10
+FileRole = Qt.ItemDataRole.UserRole + 11
+FractionRole = Qt.ItemDataRole.UserRole + 12
+PAGE = 500
+
+FILTERS: dict[str, Callable[[JobRow], bool]] = {
+    "all": lambda j: True,
+    "active": lambda j: j.state == "running",
+    "queued": lambda j: j.state in ("queued", "paused"),
+    "failed": lambda j: j.state == "failed" or j.files_failed > 0,
+    "done": lambda j: j.state in ("done", "cancelled"),
+}
+
+_VERIFIED = {"sha256": "sha256 checked", "blake3": "blake3 checked", "size": "sizes checked", "none": "not verified"}
+
+
+def fix_for(message: str | None) -> tuple[Action, str] | None:
+    """The action a failed job's message points at, with the button's words."""
+    text = (message or "").lower()
+    if "host key" in text:
+        return Action.TRUST_HOST_KEY, "Trust key…"
+    if any(w in text for w in ("password", "log in", "login", "authentic", "permission denied (publickey")):
+        return Action.LOGIN, "Log in again"
+    if "space" in text or "disk full" in text or "quota" in text:
+        return Action.FREE_SPACE, "Free space, then retry"
+    if message:
+        return Action.RETRY, "Retry"
+    return None
+
+
+class QueueModel(QAbstractItemModel):
+    def __init__(self, parent: object | None = None) -> None:
+        super().__init__(parent)  # type: ignore[arg-type]
+        self._jobs: list[JobRow] = []
+        self._all: list[JobRow] = []
+        self._files: dict[int, list[FileRow]] = {}
+        self._filter = "all"
+        self.wanted: dict[int, int] = {}  # job id → files the view asked for (read by the poller)
+
+    # ---- structure ----
+    def index(self, row: int, column: int, parent: Index = _ROOT) -> QModelIndex:
+        if not 0 <= column < len(COLUMNS):
+            return QModelIndex()
+        if not parent.isValid():
+            if 0 <= row < len(self._jobs):
+                return self.createIndex(row, column, 0)
+            return QModelIndex()
+        if parent.internalId() != 0:
+            return QModelIndex()
+        job = self._jobs[parent.row()]
+        if 0 <= row < len(self._files.get(job.id, ())):
+            return self.createIndex(row, column, job.id)
+        return QModelIndex()
+
+    def parent(self, child: Index = _ROOT) -> QModelIndex:  # type: ignore[override]
+        if not child.isValid() or child.internalId() == 0:
+            return QModelIndex()
+        row = self._row_of(int(child.internalId()))
+        return QModelIndex() if row is None else self.createIndex(row, 0, 0)
+
+    def _row_of(self, job_id: int) -> int | None:
+        for i, j in enumerate(self._jobs):
+            if j.id == job_id:
+                return i
+        return None
+
+    def rowCount(self, parent: Index = _ROOT) -> int:
+        if not parent.isValid():
+            return len(self._jobs)
+        if parent.internalId() != 0 or parent.column() != 0:
+            return 0
+        return len(self._files.get(self._jobs[parent.row()].id, ()))
+
+    def columnCount(self, parent: Index = _ROOT) -> int:
+        return len(COLUMNS)
+
+    def hasChildren(self, parent: Index = _ROOT) -> bool:
+        if not parent.isValid():
+            return bool(self._jobs)
+        if parent.internalId() != 0 or parent.column() != 0:
+            return False
+        return self._jobs[parent.row()].files_total > 0
+
+    def canFetchMore(self, parent: Index) -> bool:
+        if not parent.isValid() or parent.internalId() != 0:
+            return False
+        job = self._jobs[parent.row()]
+        return len(self._files.get(job.id, ())) < job.files_total and self.wanted.get(job.id, 0) <= len(
+            self._files.get(job.id, ())
+        )
+
+    def fetchMore(self, parent: Index) -> None:
+        """Ask the poller for the next page of this job's files (they arrive with the next read)."""
+        if not parent.isValid() or parent.internalId() != 0:
+            return
+        job = self._jobs[parent.row()]
+        self.wanted[job.id] = len(self._files.get(job.id, ())) + PAGE
+        if self.fetch_requested is not None:
+            self.fetch_requested()
+
+    fetch_requested: Callable[[], object] | None = None
+
+    def collapse(self, job_id: int) -> None:
+        """The view collapsed a job: stop reading its files."""
+        self.wanted.pop(job_id, None)
+        row = self._row_of(job_id)
+        files = self._files.get(job_id)
+        if row is not None and files:
+            self.beginRemoveRows(self.createIndex(row, 0, 0), 0, len(files) - 1)
+            self._files[job_id] = []
+            self.endRemoveRows()
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section] if 0 <= section < len(COLUMNS) else None
+        return None
+
+    def flags(self, index: Index) -> Qt.ItemFlag:
+        if not index.isValid():
+            return Qt.ItemFlag.NoItemFlags
+        return Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+
+    # ---- data ----
+    def job(self, index: Index) -> JobRow | None:
+        if not index.isValid():
+            return None
+        if index.internalId() == 0:
+            return self._jobs[index.row()]
+        row = self._row_of(int(index.internalId()))
+        return None if row is None else self._jobs[row]
+
+    def jobs(self) -> list[JobRow]:
+        return list(self._jobs)
+
+    def all_jobs(self) -> list[JobRow]:
+        return list(self._all)
+
+    def data(self, index: Index, role: int = Qt.ItemDataRole.DisplayRole) -> object:
+        if not index.isValid():
+            return None
+        if index.internalId() == 0:
+            if index.row() >= len(self._jobs):
+                return None
+            return self._job_data(self._jobs[index.row()], index.column(), role)
+        files = self._files.get(int(index.internalId()), [])
+        if index.row() >= len(files):
+            return None
+        return self._file_data(files[index.row()], index.column(), role)
+
+    def _job_data(self, j: JobRow, col: int, role: int) -> object:
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == TITLE:
+                return f"#{j.id}  {j.title}"
+            if col == STATE:
+                state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
+                return f"{state}: {j.message}" if j.message and j.state in ("failed", "paused") else state
+            if col == PROGRESS:
+                return f"{j.fraction * 100:.0f}%"
+            if col == BYTES:
+                return f"{format_size(j.bytes_done)} / {format_size(j.bytes_total)}"
+            if col == FILES:
+                failed = f", {j.files_failed:,} failed" if j.files_failed else ""
+                return f"{j.files_done:,} / {j.files_total:,}{'' if j.planned else '+'}{failed}"
+            if col == SPEED:
+                return format_rate(j.speed) if j.state == "running" else ""
+            if col == ETA:
+                return format_duration(j.eta) if j.eta is not None else ""
+            if col == VERIFY:
+                return _VERIFIED.get(j.verify, j.verify)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if col == STATE and j.message:
+                return j.message
+            if col == TITLE:
+                return "\n".join([*j.sources, f"→ {j.dest}"])
+        if role == Qt.ItemDataRole.ForegroundRole and (j.state == "failed" or (col == FILES and j.files_failed)):
+            return QBrush(QColor("#c62828"))
+        if role == FractionRole:
+            return j.fraction
+        if role == JobRole:
+            return j
+        return None
+
+    def _file_data(self, f: FileRow, col: int, role: int) -> object:
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == TITLE:
+                return f.rel
+            if col == STATE:
+                return f"{f.state}: {f.error}" if f.error and f.state in ("failed", "skipped") else f.state
+            if col == PROGRESS:
+                return "100%" if f.state in ("done", "skipped") else ""
+            if col == BYTES:
+                return format_size(f.size) if f.size is not None else ""
+            if col == VERIFY:
+                return f.verified or ""
+            return ""
+        if role == Qt.ItemDataRole.ToolTipRole and f.error:
+            return f.error
+        if role == Qt.ItemDataRole.ForegroundRole and f.state == "failed":
+            return QBrush(QColor("#c62828"))
+        if role == FractionRole:
+            return 1.0 if f.state in ("done", "skipped") else 0.0
+        if role == FileRole:
+            return f
+        return None
+
+    # ---- updates ----
+    def set_filter(self, name: str) -> None:
+        self._filter = name if name in FILTERS else "all"
+        self.apply(QueueSnapshot(self._all, {}), keep_files=True)
+
+    def apply(self, snap: QueueSnapshot, keep_files: bool = False) -> None:
+        self._all = snap.jobs
+        keep = FILTERS[self._filter]
+        new = [j for j in snap.jobs if keep(j)]
+        new_ids = {j.id for j in new}
+        # Removals, bottom up.
+        for row in range(len(self._jobs) - 1, -1, -1):
+            if self._jobs[row].id not in new_ids:
+                jid = self._jobs[row].id
+                self.beginRemoveRows(QModelIndex(), row, row)
+                del self._jobs[row]
+                self._files.pop(jid, None)
+                self.wanted.pop(jid, None)
+                self.endRemoveRows()
+        # Insertions in place (both lists are in job order), then changed rows.
+        old_ids = {j.id for j in self._jobs}
+        for i, j in enumerate(new):
+            if j.id not in old_ids:
+                self.beginInsertRows(QModelIndex(), i, i)
+                self._jobs.insert(i, j)
+                self.endInsertRows()
+            elif self._jobs[i] != j:
+                self._jobs[i] = j
+                self.dataChanged.emit(self.createIndex(i, 0, 0), self.createIndex(i, len(COLUMNS) - 1, 0))
+        if not keep_files:
+            for jid, files in snap.files.items():
+                self._apply_files(jid, files)
+
+    def _apply_files(self, job_id: int, files: list[FileRow]) -> None:
+        row = self._row_of(job_id)
+        if row is None or job_id not in self.wanted:
+            return
+        parent = self.createIndex(row, 0, 0)
+        old = self._files.get(job_id, [])
+        if len(files) < len(old):
+            self.beginRemoveRows(parent, len(files), len(old) - 1)
+            self._files[job_id] = old[: len(files)]
+            self.endRemoveRows()
+            old = self._files[job_id]
+        n_old = len(old)
+        changed = [i for i in range(n_old) if old[i] != files[i]]
+        if len(files) > n_old:
+            self.beginInsertRows(parent, n_old, len(files) - 1)
+            self._files[job_id] = old + files[n_old:]
+            self.endInsertRows()
+        cur = self._files[job_id] = list(files)
+        if changed:
+            self.dataChanged.emit(
+                self.createIndex(changed[0], 0, job_id), self.createIndex(changed[-1], len(COLUMNS) - 1, job_id)
+            )
+        del cur
