@@ -96,6 +96,7 @@ class FakeGlobus:
         self.ls_page_limit = 100_000
         self.auth_codes: dict[str, list[str]] = {}
         self.base_url = ""
+        self.consent_refusals = 0
 
     # ---- arranging ----
     def add_collection(self, cid: str | None = None, name: str = "Test collection", **doc: Any) -> str:
@@ -234,7 +235,7 @@ class FakeGlobus:
             "type": task.kind,
             "status": task.status,
             "nice_status": {"ACTIVE": "Queued" if task.polls <= 1 else "OK", "INACTIVE": "PAUSED_BY_ADMIN"}.get(
-                task.status, None
+                task.status
             ),
             "label": d.get("label"),
             "source_endpoint_id": d.get("source_endpoint") or d.get("endpoint"),
@@ -384,7 +385,13 @@ class Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, code: str, message: str, **extra: Any) -> None:
         self._json(
             status,
-            {"code": code, "message": message, "request_id": "fake" + secrets.token_hex(3), "resource": self.path, **extra},
+            {
+                "code": code,
+                "message": message,
+                "request_id": "fake" + secrets.token_hex(3),
+                "resource": self.path,
+                **extra,
+            },
         )
 
     def _route(self, method: str) -> None:
@@ -461,9 +468,9 @@ class Handler(BaseHTTPRequestHandler):
             self._json(400, {"error": "unsupported_grant_type"})
             return
         if path == "/v2/oauth2/token/revoke":
-            tok = form.get("token", "")
-            fake.tokens.pop(tok, None)
-            fake.refresh_tokens.pop(tok, None)
+            revoked = form.get("token", "")
+            fake.tokens.pop(revoked, None)
+            fake.refresh_tokens.pop(revoked, None)
             self._json(200, {"active": False})
             return
         if path == "/v2/oauth2/userinfo":
@@ -472,14 +479,27 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._json(
                 200,
-                {"sub": USER_ID, "preferred_username": "researcher@example.org", "name": "A Researcher",
-                 "email": "researcher@example.org", "identity_set": []},
+                {
+                    "sub": USER_ID,
+                    "preferred_username": "researcher@example.org",
+                    "name": "A Researcher",
+                    "email": "researcher@example.org",
+                    "identity_set": [],
+                },
             )
             return
         if path == "/v2/api/identities":
             names = [n for n in q.get("usernames", "").split(",") if n]
-            ids = [{"id": str(uuid.uuid5(uuid.NAMESPACE_DNS, n)), "username": n, "status": "used",
-                    "name": n.split("@")[0], "email": n} for n in names]
+            ids = [
+                {
+                    "id": str(uuid.uuid5(uuid.NAMESPACE_DNS, n)),
+                    "username": n,
+                    "status": "used",
+                    "name": n.split("@")[0],
+                    "email": n,
+                }
+                for n in names
+            ]
             self._json(200, {"identities": ids})
             return
         self._error(404, "NotFound", path)
@@ -502,11 +522,14 @@ class Handler(BaseHTTPRequestHandler):
             text = q.get("filter_fulltext", "").lower()
             scope = q.get("filter_scope", "all")
             hits = [
-                e for e in fake.endpoints.values()
+                e
+                for e in fake.endpoints.values()
                 if (not text or text in e["display_name"].lower())
                 and (scope != "my-endpoints" or e.get("owner_string") == "researcher@example.org")
             ]
-            self._json(200, {"DATA_TYPE": "endpoint_list", "DATA": hits, "has_next_page": False, "offset": 0, "limit": 100})
+            self._json(
+                200, {"DATA_TYPE": "endpoint_list", "DATA": hits, "has_next_page": False, "offset": 0, "limit": 100}
+            )
             return
         if parts[0] == "endpoint" and len(parts) >= 2:
             cid = parts[1]
@@ -519,8 +542,16 @@ class Handler(BaseHTTPRequestHandler):
             if parts[2] == "access" and method == "POST":
                 rid = str(uuid.uuid4())
                 fake.acl.setdefault(cid, {})[rid] = {**data, "id": rid, "DATA_TYPE": "access"}
-                self._json(201, {"DATA_TYPE": "access_create_result", "code": "Created", "access_id": rid,
-                                 "message": "Access rule created successfully.", "resource": self.path})
+                self._json(
+                    201,
+                    {
+                        "DATA_TYPE": "access_create_result",
+                        "code": "Created",
+                        "access_id": rid,
+                        "message": "Access rule created successfully.",
+                        "resource": self.path,
+                    },
+                )
                 return
             if parts[2] == "access" and method == "DELETE":
                 if fake.acl.get(cid, {}).pop(parts[3], None) is None:
@@ -537,10 +568,18 @@ class Handler(BaseHTTPRequestHandler):
             self._operation(parts[2], parts[3], method, q, data, tok)
             return
         if parts[0] in ("transfer", "delete") and method == "POST":
-            sid = data.get("submission_id")
+            sid = str(data.get("submission_id"))
             if sid in fake.submissions:
-                self._json(200, {"DATA_TYPE": f"{parts[0]}_result", "code": "Duplicate", "task_id": fake.submissions[sid],
-                                 "submission_id": sid, "message": "A transfer with identical submission_id was already submitted"})
+                self._json(
+                    200,
+                    {
+                        "DATA_TYPE": f"{parts[0]}_result",
+                        "code": "Duplicate",
+                        "task_id": fake.submissions[sid],
+                        "submission_id": sid,
+                        "message": "A transfer with identical submission_id was already submitted",
+                    },
+                )
                 return
             for key in ("source_endpoint", "destination_endpoint", "endpoint"):
                 if key in data and data[key] not in fake.endpoints:
@@ -552,9 +591,17 @@ class Handler(BaseHTTPRequestHandler):
             fake.tasks[tid] = Task(tid, kind, data, script)
             fake.submissions[sid] = tid
             fake.submitted.append(data)
-            self._json(202, {"DATA_TYPE": f"{parts[0]}_result", "code": "Accepted", "task_id": tid, "submission_id": sid,
-                             "message": "The transfer has been accepted and a task has been created and queued for execution",
-                             "request_id": "fake"})
+            self._json(
+                202,
+                {
+                    "DATA_TYPE": f"{parts[0]}_result",
+                    "code": "Accepted",
+                    "task_id": tid,
+                    "submission_id": sid,
+                    "message": "The transfer has been accepted and a task has been created and queued for execution",
+                    "request_id": "fake",
+                },
+            )
             return
         if parts[0] == "task" and len(parts) >= 2:
             task = fake.tasks.get(parts[1])
@@ -577,12 +624,16 @@ class Handler(BaseHTTPRequestHandler):
                 if q.get("filter") == "is_error:1":
                     evs = [e for e in evs if e["is_error"]]
                 lim = int(q.get("limit", 10))
-                self._json(200, {"DATA_TYPE": "event_list", "DATA": evs[:lim], "limit": lim, "offset": 0, "total": len(evs)})
+                self._json(
+                    200, {"DATA_TYPE": "event_list", "DATA": evs[:lim], "limit": lim, "offset": 0, "total": len(evs)}
+                )
             elif sub == "successful_transfers":
                 marker = int(q.get("marker") or 0)
                 page = task.successful[marker : marker + 2]  # tiny pages: the client's paging is exercised
                 nxt = marker + 2 if marker + 2 < len(task.successful) else None
-                self._json(200, {"DATA_TYPE": "successful_transfers", "marker": marker, "next_marker": nxt, "DATA": page})
+                self._json(
+                    200, {"DATA_TYPE": "successful_transfers", "marker": marker, "next_marker": nxt, "DATA": page}
+                )
             else:
                 self._error(404, "NotFound", path)
             return
@@ -594,14 +645,24 @@ class Handler(BaseHTTPRequestHandler):
             self._error(404, "EndpointNotFound", f"No such collection '{cid}'")
             return
         if cid in fake.offline:
-            self._error(502, "ExternalError.DirListingFailed.GCDisconnected",
-                        f"The Globus Connect Personal endpoint '{cid}' is not currently connected to Globus")
+            self._error(
+                502,
+                "ExternalError.DirListingFailed.GCDisconnected",
+                f"The Globus Connect Personal endpoint '{cid}' is not currently connected to Globus",
+            )
             return
         if cid in fake.consent_collections and f"{cid}/data_access" not in tok.scope:
-            scope = (f"urn:globus:auth:scope:transfer.api.globus.org:all"
-                     f"[*https://auth.globus.org/scopes/{cid}/data_access]")
-            self._error(403, "ConsentRequired", "Missing required data_access consent", required_scopes=[scope],
-                        authorization_parameters={"required_scopes": [scope], "session_message": "consent"})
+            fake.consent_refusals += 1
+            scope = (
+                f"urn:globus:auth:scope:transfer.api.globus.org:all[*https://auth.globus.org/scopes/{cid}/data_access]"
+            )
+            self._error(
+                403,
+                "ConsentRequired",
+                "Missing required data_access consent",
+                required_scopes=[scope],
+                authorization_parameters={"required_scopes": [scope], "session_message": "consent"},
+            )
             return
         if op == "ls":
             norm, node = fake.node(cid, q.get("path", "/"))
@@ -615,10 +676,20 @@ class Handler(BaseHTTPRequestHandler):
             limit = min(int(q.get("limit") or 100_000), fake.ls_page_limit)
             offset = int(q.get("offset") or 0)
             page = kids[offset : offset + limit]
-            self._json(200, {"DATA_TYPE": "file_list", "path": norm + ("/" if norm != "/" else ""), "absolute_path": norm,
-                             "endpoint": cid, "rename_supported": True, "symlink_supported": False,
-                             "length": len(page), "total": len(kids),
-                             "DATA": [fake.doc_for(cid, p, v) for p, v in page]})
+            self._json(
+                200,
+                {
+                    "DATA_TYPE": "file_list",
+                    "path": norm + ("/" if norm != "/" else ""),
+                    "absolute_path": norm,
+                    "endpoint": cid,
+                    "rename_supported": True,
+                    "symlink_supported": False,
+                    "length": len(page),
+                    "total": len(kids),
+                    "DATA": [fake.doc_for(cid, p, v) for p, v in page],
+                },
+            )
             return
         if op == "stat":
             norm, node = fake.node(cid, q.get("path", "/"))
@@ -637,18 +708,27 @@ class Handler(BaseHTTPRequestHandler):
                 self._error(502, "ExternalError.MkdirFailed.NotFound", f"Parent of '{norm}' not found")
                 return
             fake.collections[cid][norm] = DIR
-            self._json(202, {"DATA_TYPE": "mkdir_result", "code": "DirectoryCreated", "message": "The directory was created successfully"})
+            self._json(
+                202,
+                {
+                    "DATA_TYPE": "mkdir_result",
+                    "code": "DirectoryCreated",
+                    "message": "The directory was created successfully",
+                },
+            )
             return
         if op == "rename":
             old, node = fake.node(cid, data["old_path"])
-            new, _ = fake.node(cid, data["new_path"])
+            new, _unused = fake.node(cid, data["new_path"])
             if node is None:
                 self._error(404, "ClientError.NotFound", f"'{old}' not found")
                 return
             tree = fake.collections[cid]
             for p in sorted([p for p in tree if p == old or p.startswith(old + "/")]):
                 tree[new + p[len(old) :]] = tree.pop(p)
-            self._json(200, {"DATA_TYPE": "result", "code": "FileRenamed", "message": "File or directory renamed successfully"})
+            self._json(
+                200, {"DATA_TYPE": "result", "code": "FileRenamed", "message": "File or directory renamed successfully"}
+            )
             return
         self._error(404, "NotFound", op)
 
@@ -710,9 +790,16 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/v2/timer" and method == "POST":
             timer = data["timer"]
             jid = str(uuid.uuid4())
-            job = {"job_id": jid, "name": timer.get("name"), "schedule": timer["schedule"], "status": "new",
-                   "timer_type": timer.get("timer_type"), "body": timer.get("body"), "next_run": timer["schedule"].get("start")
-                   or timer["schedule"].get("datetime"), "inactive_reason": None}
+            job = {
+                "job_id": jid,
+                "name": timer.get("name"),
+                "schedule": timer["schedule"],
+                "status": "new",
+                "timer_type": timer.get("timer_type"),
+                "body": timer.get("body"),
+                "next_run": timer["schedule"].get("start") or timer["schedule"].get("datetime"),
+                "inactive_reason": None,
+            }
             fake.timers[jid] = job
             self._json(201, {"timer": job})
             return
@@ -721,11 +808,11 @@ class Handler(BaseHTTPRequestHandler):
             return
         if path.startswith("/jobs/") and method == "DELETE":
             jid = path.split("/")[2]
-            job = fake.timers.pop(jid, None)
-            if job is None:
+            gone = fake.timers.pop(jid, None)
+            if gone is None:
                 self._error(404, "NOT_FOUND", f"Timer {jid} not found")
                 return
-            self._json(200, {**job, "status": "deleted"})
+            self._json(200, {**gone, "status": "deleted"})
             return
         self._error(404, "NOT_FOUND", path)
 

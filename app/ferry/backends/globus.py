@@ -168,6 +168,7 @@ class GlobusBackend(Backend):
         self._caps: Capabilities | None = None
         self._auth: GlobusAuth | None = None
         self._tc: globus_sdk.TransferClient | None = None
+        self._folders: set[str] = set()  # folders known to exist (uploads check each once)
 
     # -- service access --
     @property
@@ -205,7 +206,9 @@ class GlobusBackend(Backend):
         """The collection's endpoint document (name, GCS version, https_server, encryption policy)."""
         with self._doc_lock:
             if self._doc is None:
-                self._doc = dict(self.call("looking up the collection", lambda tc: tc.get_endpoint(self.collection)).data)
+                self._doc = dict(
+                    self.call("looking up the collection", lambda tc: tc.get_endpoint(self.collection)).data
+                )
             return self._doc
 
     @property
@@ -213,7 +216,7 @@ class GlobusBackend(Backend):
         url = self.collection_doc().get("https_server")
         return str(url).rstrip("/") if url else None
 
-    @property  # type: ignore[override]
+    @property
     def capabilities(self) -> Capabilities:
         """Honest: streaming (and ranged reads) only where the collection has an HTTPS server."""
         if self._caps is None:
@@ -276,7 +279,17 @@ class GlobusBackend(Backend):
 
         base = self._https_base()
         folder, name = self.split(path)
+        self._check_folder(folder)
         return HTTPSWriter(self, base, path, self.join(folder, temp_name(name, token)), size)
+
+    def _check_folder(self, folder: str) -> None:
+        """Raise NotFound for a missing folder before an upload starts (the copier then creates it):
+        an HTTPS PUT's own 404 would only surface after the bytes were sent. Checked once per folder."""
+        if folder in self._folders:
+            return
+        if not self.stat(folder).is_dir:
+            raise NotADirectory(f"Not a folder: {self.display(folder)}")
+        self._folders.add(folder)
 
     def _https_base(self) -> str:
         base = self.https_server
@@ -304,9 +317,8 @@ class GlobusBackend(Backend):
         from ferry.backends.globus_tasks import run_delete
 
         entry = self.stat(path)
-        if entry.is_dir and not recursive:
-            if any(True for _ in self.list(path)):
-                raise AlreadyExists(f"Folder not empty: {self.display(path)} (delete recursively)")
+        if entry.is_dir and not recursive and any(True for _ in self.list(path)):
+            raise AlreadyExists(f"Folder not empty: {self.display(path)} (delete recursively)")
         run_delete(self, [path], recursive=entry.is_dir)
 
     def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:

@@ -1,4 +1,4 @@
-""""This computer": the laptop's own Globus Connect Personal collection, when installed.
+"""This computer: the laptop's own Globus Connect Personal collection, when installed.
 
 Detection reads GCP's configuration folder (``~/.globusonline`` on Linux and macOS, ``%LOCALAPPDATA%``
 on Windows; ``FERRY_GCP_CONFIG_DIR`` overrides it) through the SDK's

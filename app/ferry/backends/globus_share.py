@@ -63,8 +63,9 @@ def _grant(backend: GlobusBackend, path: str, request: ShareRequest, target: str
     doc = backend.collection_doc()
     if doc.get("entity_type") not in GUEST_TYPES and not doc.get("host_endpoint_id"):
         raise Unsupported(
-            f"Access rules can be added only on a guest collection you manage; {doc.get('display_name') or backend.collection} "
-            "is not one. Create a guest collection on it in the Globus web app, then share from there."
+            "Access rules can be added only on a guest collection you manage; "
+            f"{doc.get('display_name') or backend.collection} is not one. Create a guest collection on it "
+            "in the Globus web app, then share from there."
         )
     entry = backend.stat(path or "/")
     if not entry.is_dir:
@@ -88,7 +89,9 @@ def _grant(backend: GlobusBackend, path: str, request: ShareRequest, target: str
     if request.expires is not None:
         expires = datetime.now(UTC) + request.expires
         rule["expiration_date"] = expires.isoformat(timespec="seconds")
-    res = backend.call(f"adding an access rule on {target}", lambda tc: tc.add_endpoint_acl_rule(backend.collection, rule))
+    res = backend.call(
+        f"adding an access rule on {target}", lambda tc: tc.add_endpoint_acl_rule(backend.collection, rule)
+    )
     rule_id = str(res["access_id"])
     perms = "read and write" if request.permissions == "rw" else "read"
     return Link(

@@ -35,8 +35,6 @@ from ferry.core.errors import Cancelled, FerryError, Transient, Unsupported
 from ferry.transfers.store import NewTask, TaskResult
 
 if TYPE_CHECKING:
-    import globus_sdk
-
     from ferry.transfers.delegated import DelegatedRun
 
 log = logging.getLogger(__name__)
@@ -121,7 +119,7 @@ def _error_events(backend: GlobusBackend, task_id: str, limit: int = 100) -> Ite
     try:
         res = backend.call(
             "reading the task's events",
-            lambda tc: tc.task_event_list(task_id, limit=limit, filter="is_error:1"),
+            lambda tc: tc.task_event_list(task_id, limit=limit, query_params={"filter": "is_error:1"}),
         )
     except FerryError:
         return
@@ -194,12 +192,12 @@ class GlobusDelegation:
             submission_id = str(res["value"])
             store.set_job_value(job.id, KEY_SUBMISSION, submission_id)
         if policy == "ask":
-            run.listener.job_changed(
-                job.id,
-                "running",
+            note = (
                 "a Globus task cannot stop to ask: files that already exist are kept "
-                "(--on-conflict overwrite, newer or different replaces them)",
+                "(--on-conflict overwrite, newer or different replaces them)"
             )
+            log.warning("%s", note)
+            run.listener.job_changed(job.id, "running", note)
         sync_level = extra.get("sync_level") or SYNC_LEVELS.get(policy)
         encrypt = extra.get("encrypt")
         if encrypt is None:
@@ -249,6 +247,7 @@ class GlobusDelegation:
         acc, job = run.accounting, run.job
         seen_files = seen_bytes = seen_skipped = seen_faults = 0
         total_known = 0
+        inactive_said = False
         delay = poll_interval()
         while True:
             task = self._get_task(task_id, run.cancel)
@@ -273,10 +272,15 @@ class GlobusDelegation:
             faults = int(task.get("faults") or 0)
             if faults > seen_faults:
                 for event in _error_events(self.backend, task_id, limit=faults - seen_faults):
-                    run.listener.job_changed(job.id, "running", f"Globus retrying after: {event_text(event)}")
+                    note = f"Globus task {task_id} is retrying after: {event_text(event)}"
+                    log.warning("%s", note)  # shown by the CLI as a warning line, kept out of JSON
+                    run.listener.job_changed(job.id, "running", note)
                 seen_faults = faults
-            if task.get("status") == "INACTIVE":
-                run.listener.job_changed(job.id, "running", f"Globus task {task_id} is {nice_status(task)}")
+            if task.get("status") == "INACTIVE" and not inactive_said:
+                note = f"Globus task {task_id} is {nice_status(task)}; Globus resumes it when the cause is fixed"
+                log.warning("%s", note)
+                run.listener.job_changed(job.id, "running", note)
+            inactive_said = task.get("status") == "INACTIVE"
             if task.get("status") in TERMINAL or run.cancel.cancelled:
                 return task
             _wait(run.cancel, delay)
@@ -317,7 +321,9 @@ class GlobusDelegation:
         while True:
             res = self.backend.call(
                 "reading what the Globus task transferred",
-                lambda tc, m=marker: tc.task_successful_transfers(task_id, marker=m) if m else tc.task_successful_transfers(task_id),  # type: ignore[misc]
+                lambda tc, m=marker: (
+                    tc.task_successful_transfers(task_id, marker=m) if m else tc.task_successful_transfers(task_id)
+                ),  # type: ignore[misc]
             )
             yield from (dict(x) for x in res.get("DATA") or [])
             marker = res.get("next_marker")

@@ -158,7 +158,9 @@ def cmd_login(args: argparse.Namespace) -> int:
 def cmd_logout(args: argparse.Namespace) -> int:
     auth = _auth()
     if auth.confidential:
-        print("Acting as a service account (GLOBUS_CLIENT_ID): unset GLOBUS_CLIENT_ID and GLOBUS_CLIENT_SECRET to stop.")
+        print(
+            "Acting as a service account (GLOBUS_CLIENT_ID): unset GLOBUS_CLIENT_ID and GLOBUS_CLIENT_SECRET to stop."
+        )
         return 0
     removed = auth.logout()
     print("Logged out of Globus: tokens revoked and forgotten." if removed else "Not logged in to Globus.")
@@ -202,7 +204,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     hits = [dict(d) for d in res.get("DATA") or []]
     here = _this_computer_quiet()
     rows = []
-    if here is not None and (not args.text or args.text.lower() in here.name.lower() or args.text.lower() in "this computer"):
+    if here is not None and (
+        not args.text or args.text.lower() in here.name.lower() or args.text.lower() in "this computer"
+    ):
         rows.append({"id": here.collection_id, "display_name": here.name, "state": here.state, "this_computer": True})
     for d in hits:
         if here is not None and d.get("id") == here.collection_id:
@@ -281,7 +285,9 @@ def _notify(text: str) -> list[str]:
         return []
     bad = words - {"succeeded", "failed", "inactive"}
     if bad:
-        raise UsageError(f"Unknown --notify event(s): {', '.join(sorted(bad))} (succeeded, failed, inactive, all, none)")
+        raise UsageError(
+            f"Unknown --notify event(s): {', '.join(sorted(bad))} (succeeded, failed, inactive, all, none)"
+        )
     return sorted(words)
 
 
@@ -345,10 +351,20 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED
     task_id = store.job_value(job_id, "globus.task_id")
     if args.json:
-        output.emit({"event": "result", "job": job_id, "state": state, "message": job.message, "globus_task": task_id,
-                     "exit_code": code})
+        output.emit(
+            {
+                "event": "result",
+                "job": job_id,
+                "state": state,
+                "message": job.message,
+                "globus_task": task_id,
+                "exit_code": code,
+            }
+        )
     else:
-        sys.stderr.write(f"job {job_id} {state} (Globus task {task_id})" + (f": {job.message}" if job.message else "") + "\n")
+        sys.stderr.write(
+            f"job {job_id} {state} (Globus task {task_id})" + (f": {job.message}" if job.message else "") + "\n"
+        )
     store.close()
     return code
 
@@ -440,9 +456,12 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     timer = TransferTimer(name=(args.name or label)[:128], schedule=schedule, body=body)
     res = _timers_call("creating the timer", lambda c: c.create_timer(timer))
     data = res.get("timer") or res.data
-    print(f"Timer {data.get('job_id')} created: first run {start:%Y-%m-%d %H:%M %Z}"
-          + (f", then every {args.every}" if args.every else "")
-          + (f" until {args.until}" if args.until else "") + ".")
+    print(
+        f"Timer {data.get('job_id')} created: first run {start:%Y-%m-%d %H:%M %Z}"
+        + (f", then every {args.every}" if args.every else "")
+        + (f" until {args.until}" if args.until else "")
+        + "."
+    )
     return 0
 
 
@@ -465,5 +484,6 @@ def cmd_timers(args: argparse.Namespace) -> int:
     for j in jobs:
         sched = j.get("schedule") or {}
         every = f"every {sched.get('interval_seconds')}s" if sched.get("type") == "recurring" else "once"
-        print(f"{j.get('job_id')}  {j.get('status', ''):<8} {every:<14} next {j.get('next_run') or '-'}  {j.get('name') or ''}")
+        nxt = j.get("next_run") or "-"
+        print(f"{j.get('job_id')}  {j.get('status', ''):<8} {every:<14} next {nxt}  {j.get('name') or ''}")
     return 0

@@ -149,7 +149,7 @@ def make_token_storage(namespace: str) -> tuple[TokenStorage, str]:
 
     class _PrivateJSONTokenStorage(JSONTokenStorage):
         def store_token_data_by_resource_server(self, token_data_by_resource_server: Mapping[str, Any]) -> None:
-            super().store_token_data_by_resource_server(token_data_by_resource_server)  # type: ignore[arg-type]
+            super().store_token_data_by_resource_server(token_data_by_resource_server)
             os.chmod(self.filepath, 0o600)  # the SDK's writer keeps the umask's mode
 
         def _extract_identity_id(self, token_response: Any) -> str | None:
@@ -518,11 +518,15 @@ def _prompting_flow_class() -> type[Any]:
         def prompt_for_code(self) -> str:
             from ferry.credentials.prompts import prompter
 
-            code = prompter().ask(
-                "Globus login",
-                f"Open this address in a browser, log in, and paste the code shown:\n  {self._url}\nCode: ",
-                echo=True,
-            ).strip()
+            code = (
+                prompter()
+                .ask(
+                    "Globus login",
+                    f"Open this address in a browser, log in, and paste the code shown:\n  {self._url}\nCode: ",
+                    echo=True,
+                )
+                .strip()
+            )
             if not code:
                 raise AuthError("Globus login cancelled: no code was entered", action=Action.LOGIN)
             return code
