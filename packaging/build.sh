@@ -51,6 +51,9 @@ for size in 16 22 24 32 48 64 128 256 512; do
     cp "$ROOT/resources/icons/png/ferry-$size.png" "$SHARE/icons/hicolor/${size}x${size}/apps/$APP_ID.png"
 done
 install -m 0755 "$ROOT/packaging/linux/install.sh" "$BUNDLE/install.sh"
+# The window looks for resources/ two folders above its package (the source-tree layout), which
+# in the bundle is here, beside _internal/: a link keeps one copy.
+ln -sfn _internal/resources "$BUNDLE/resources"
 
 echo "== archive: $TARBALL"
 # Sorted, owner-less and dated by the last commit so the same tree gives the same archive.

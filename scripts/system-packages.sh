@@ -21,6 +21,9 @@ for pkg in xvfb xauth libxcb-icccm4 libxcb-keysyms1 libxcb-cursor0 libxkbcommon-
   libxcb-image0 libxcb-xkb1 libxkbcommon0; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# Validators for the Linux desktop entry and AppStream metadata (tests/packaging).
+command -v desktop-file-validate >/dev/null || need+=(desktop-file-utils)
+command -v appstreamcli >/dev/null || need+=(appstream)
 if [ ${#need[@]} -eq 0 ]; then
   exit 0
 fi
