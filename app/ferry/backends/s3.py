@@ -1,0 +1,864 @@
+"""S3 buckets (AWS and S3-compatible stores) through boto3: ``s3://bucket/key``.
+
+Paths are keys without a leading slash; ``""`` is the bucket's root. Folders are prefixes ending
+in ``/`` (listed with ``/`` as the delimiter, a page at a time) and, for "new folder", zero-byte
+``prefix/`` marker objects. ``s3://`` with no bucket lists the buckets.
+
+One backend serves one bucket (the engine's endpoint for ``s3://bucket``); all of its threads
+share one thread-safe boto3 client whose connection pool is sized to the concurrency, and one
+executor for multipart parts and ranged downloads. See :mod:`ferry.backends.s3_client` for how
+credentials and endpoints resolve, :mod:`ferry.backends.s3_write` for uploads and their
+verification and resume, :mod:`ferry.backends.s3_names` for keys that cannot be file names.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import posixpath
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, BinaryIO
+
+from ferry.backends.base import Backend, Capabilities, Entry, Kind, ResumeSlot, Writer
+from ferry.backends.s3_client import (
+    MAX_SINGLE_COPY,
+    Archived,
+    S3Settings,
+    make_client,
+    make_session,
+    map_error,
+    settings_for,
+)
+from ferry.backends.s3_names import encode_name
+from ferry.backends.s3_write import S3Writer, choose_part_size
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import (
+    AlreadyExists,
+    FerryError,
+    NotADirectory,
+    NotFound,
+    Unsupported,
+    UsageError,
+)
+from ferry.core.hashing import HASH_ALGORITHMS
+from ferry.sharing.base import Link, ShareRequest
+
+MAX_PRESIGN = timedelta(days=7)  # SigV4's limit on X-Amz-Expires
+DEFAULT_PRESIGN = timedelta(hours=1)
+DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+READ_RANGE = 16 << 20  # bytes per ranged GET when downloading a large object in parallel
+ARCHIVE_CLASSES = ("GLACIER", "DEEP_ARCHIVE")
+REVOKE_NOTE = (
+    "S3 pre-signed links cannot be revoked early: they stop working when they expire, or when the "
+    "access key that signed them is deactivated or rotated"
+)
+_RESTORE_RE = re.compile(r'ongoing-request="(true|false)"')
+
+
+def restore_state(head: Mapping[str, Any]) -> str:
+    """Where an object stands for reading: ``available`` (not archived), ``archived`` (no restore
+    asked), ``restoring`` (asked, not done) or ``restored`` (a temporary copy is readable)."""
+    cls = head.get("StorageClass") or "STANDARD"
+    if cls not in ARCHIVE_CLASSES:
+        return "available"
+    m = _RESTORE_RE.search(str(head.get("Restore") or ""))
+    if m is None:
+        return "archived"
+    return "restoring" if m.group(1) == "true" else "restored"
+
+
+def wait_for_restore(
+    head: Callable[[], Mapping[str, Any]],
+    what: str,
+    *,
+    poll: float,
+    max_wait: float,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> str:
+    """Block until an archived object is readable, re-checking every ``poll`` seconds: the staging
+    an overnight queue must survive. Returns the final state; raises :class:`Archived` when no
+    restore was requested, or when ``max_wait`` passes first."""
+    deadline = clock() + max_wait
+    while True:
+        state = restore_state(head())
+        if state in ("available", "restored"):
+            return state
+        if state == "archived":
+            raise Archived(
+                f"{what} is archived and no restore was requested: run 'ferry s3 restore {what}', then retry "
+                "(the queue waits while the restore runs)"
+            )
+        if clock() >= deadline:
+            raise Archived(f"{what} is still being restored after {max_wait / 3600:.1f} h; retry later")
+        sleep(poll)
+
+
+class _BodyReader(io.RawIOBase):
+    """A GetObject body as a raw binary file with ``readinto`` (what the copy loop uses)."""
+
+    def __init__(self, body: Any, first: bytes = b"") -> None:
+        self._body = body
+        self._pending = memoryview(first)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        if self._pending:
+            n = min(len(view), len(self._pending))
+            view[:n] = self._pending[:n]
+            self._pending = self._pending[n:]
+            return n
+        if self._body is None:
+            return 0
+        data = self._body.read(len(view))
+        if not data:
+            return 0
+        view[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if self._body is not None:
+            self._body.close()
+            self._body = None
+        super().close()
+
+
+class _RangedReader(io.RawIOBase):
+    """A large object read as parallel ranged GETs, returned in order; ``depth`` ranges in flight."""
+
+    def __init__(
+        self,
+        fetch: Callable[[int, int], bytes],
+        start: int,
+        end: int,
+        first: bytes,
+        depth: int,
+        executor: ThreadPoolExecutor,
+    ) -> None:
+        self._fetch = fetch
+        self._current = memoryview(first)
+        self._next = start  # first byte not yet requested
+        self._end = end
+        self._depth = depth
+        self._executor = executor
+        self._queue: list[Future[bytes]] = []
+        self._fill()
+
+    def _fill(self) -> None:
+        while len(self._queue) < self._depth and self._next < self._end:
+            lo, hi = self._next, min(self._next + READ_RANGE, self._end)
+            self._queue.append(self._executor.submit(self._fetch, lo, hi))
+            self._next = hi
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        view = memoryview(buf).cast("B")
+        while not self._current:
+            if not self._queue:
+                return 0
+            self._current = memoryview(self._queue.pop(0).result())
+            self._fill()
+        n = min(len(view), len(self._current))
+        view[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def close(self) -> None:
+        for f in self._queue:
+            f.cancel()
+        self._queue = []
+        super().close()
+
+
+def _mtime_from(head: Mapping[str, Any]) -> datetime | None:
+    meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
+    raw = meta.get("mtime")
+    if raw:
+        try:
+            return datetime.fromtimestamp(float(raw), UTC)
+        except (ValueError, OverflowError):
+            pass
+    lm = head.get("LastModified")
+    return lm.astimezone(UTC) if isinstance(lm, datetime) else None
+
+
+class S3Backend(Backend):
+    scheme = "s3"
+    capabilities = Capabilities(
+        range_read=True,
+        resume_write=True,  # multipart uploads continue from the parts the server holds
+        atomic_commit=True,  # an object appears only at PutObject/CompleteMultipartUpload
+        multipart_write=True,
+        server_side_copy=True,  # within the bucket; rename is copy + delete
+        presign=True,
+        hashes=HASH_ALGORITHMS,  # from Ferry's metadata when it stored one, else by reading
+        slow_hash=True,
+        readback=True,  # the server checks Content-MD5 and returns MD5 ETags we compare
+        empty_dirs=True,  # zero-byte "prefix/" markers
+        set_mtime=False,  # kept as metadata at upload only (S3 cannot change it afterwards)
+        mtime_precision=1.0,
+    )
+    keeps_resume_state = True
+
+    def __init__(self, address: Address) -> None:
+        super().__init__(address)
+        self.bucket = address.host
+        self.settings: S3Settings = settings_for(address)
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._session: Any = None
+        workers = max(8, self.settings.part_concurrency * 4)
+        self._executor: ThreadPoolExecutor | None = None
+        self._markers: bool | None = None  # does the store keep "prefix/" folder markers? (probed once)
+        self._workers = workers
+        # Restore waits: tests shorten these through the environment.
+        self.restore_poll = float(os.environ.get("FERRY_S3_RESTORE_POLL", "300"))
+        self.restore_max_wait = float(os.environ.get("FERRY_S3_RESTORE_MAX_WAIT", str(48 * 3600)))
+
+    # -- plumbing --
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            with self._lock:
+                if self._client is None:
+                    self._session = make_session(self.settings)
+                    # Scheduler workers + our part/range threads, so no request waits for a socket.
+                    self._client = make_client(self._session, self.settings, pool_size=64 + self._workers)
+        return self._client
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(self._workers, thread_name_prefix="ferry-s3")
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def display(self, path: str) -> str:
+        return str(replace(self.address, path=path, site=None, trailing_slash=False))
+
+    def _need_bucket(self) -> None:
+        if not self.bucket:
+            raise UsageError("Name a bucket: s3://BUCKET/key ('ferry ls s3://' lists your buckets)")
+
+    def _err(self, exc: BaseException, what: str) -> FerryError:
+        return map_error(exc, what, bucket=self.bucket)
+
+    def _call(self, what: str, fn: Callable[..., Any], **kw: Any) -> Any:
+        try:
+            return fn(Bucket=self.bucket, **kw)
+        except Exception as exc:
+            raise self._err(exc, what) from exc
+
+    @staticmethod
+    def _key(path: str) -> str:
+        return path.lstrip("/") if path.startswith("/") and not path.startswith("//") else path
+
+    def _prefix(self, path: str) -> str:
+        path = self._key(path)
+        if not path:
+            return ""
+        return path if path.endswith("/") else path + "/"
+
+    # -- listing --
+    def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
+        if not self.bucket:
+            if self._key(path):
+                raise UsageError("Name a bucket: s3://BUCKET/key")
+            return self._list_buckets()
+        prefix = self._prefix(path)
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=prefix, Delimiter="/", PaginationConfig={"PageSize": 1000}
+            )
+            it = iter(pages)
+            first = next(it, None)  # fail now (no bucket, no access), not half way through a walk
+        except Exception as exc:
+            raise self._err(exc, f"listing {self.display(path)}") from exc
+        if first is not None and prefix and not first.get("Contents") and not first.get("CommonPrefixes"):
+            # Nothing under the prefix: a file (not a folder) or nothing at all.
+            entry = self.stat(path.rstrip("/")) if path.rstrip("/") else None
+            if entry is not None and entry.is_file:
+                raise NotADirectory(f"Not a folder: {self.display(path)}")
+            if entry is None or not entry.is_dir:
+                raise NotFound(f"No such folder: {self.display(path)}")
+        return self._entries(prefix, first, it, cancel, path)
+
+    def _entries(
+        self, prefix: str, first: Any, pages: Iterator[Any], cancel: CancelToken | None, path: str
+    ) -> Iterator[Entry]:
+        seen: dict[str, str] = {}  # casefolded name -> first name, for case-insensitive disks
+        page = first
+        while page is not None:
+            if cancel is not None:
+                cancel.check()
+            for cp in page.get("CommonPrefixes") or ():
+                p = cp["Prefix"]
+                yield self._named(p[:-1], p[len(prefix) : -1], Kind.DIR, seen)
+            for obj in page.get("Contents") or ():
+                key = obj["Key"]
+                if key == prefix:
+                    if obj.get("Size", 0) == 0:
+                        continue  # the folder's own marker
+                    # "dir/" holding data: both a file and a folder; it cannot be downloaded as either.
+                    yield Entry(
+                        path=key,
+                        name="",
+                        kind=Kind.FILE,
+                        size=obj.get("Size"),
+                        mtime=obj.get("LastModified"),
+                        meta={"name_note": f"refused: the object {key!r} ends in '/' but holds data"},
+                    )
+                    continue
+                yield self._named(
+                    key,
+                    key[len(prefix) :],
+                    Kind.FILE,
+                    seen,
+                    size=obj.get("Size"),
+                    mtime=obj.get("LastModified"),
+                    etag=str(obj.get("ETag", "")).strip('"'),
+                    storage_class=obj.get("StorageClass") or "STANDARD",
+                )
+            try:
+                page = next(pages, None)
+            except Exception as exc:
+                raise self._err(exc, f"listing {self.display(path)}") from exc
+
+    def _named(
+        self,
+        key: str,
+        raw: str,
+        kind: Kind,
+        seen: dict[str, str],
+        *,
+        size: int | None = None,
+        mtime: datetime | None = None,
+        etag: str = "",
+        storage_class: str = "",
+        extra: Mapping[str, str] | None = None,
+        hashes: Mapping[str, str] | None = None,
+    ) -> Entry:
+        name, note = encode_name(raw)
+        meta: dict[str, str] = dict(extra or {})
+        if etag:
+            meta["etag"] = etag
+        if storage_class:
+            meta["storage_class"] = storage_class
+            if storage_class in ARCHIVE_CLASSES:
+                meta["archived"] = storage_class
+        folded = name.casefold()
+        if folded in seen and seen[folded] != name:
+            note = (note + "; " if note else "") + (
+                f"differs from {seen[folded]!r} only in case: on a case-insensitive disk the two collide "
+                "(never overwritten silently: the conflict policy decides)"
+            )
+        else:
+            seen.setdefault(folded, name)
+        if note:
+            meta["name_note"] = note
+        return Entry(
+            path=key,
+            name=name,
+            kind=kind,
+            size=size if kind is Kind.FILE else None,
+            mtime=mtime.astimezone(UTC) if mtime else None,
+            hashes=dict(hashes or {}),
+            meta=meta,
+        )
+
+    def _list_buckets(self) -> Iterator[Entry]:
+        try:
+            resp = self.client.list_buckets()
+        except Exception as exc:
+            raise map_error(exc, "listing buckets") from exc
+        for b in resp.get("Buckets") or ():
+            created = b.get("CreationDate")
+            yield Entry(
+                path=b["Name"], name=b["Name"], kind=Kind.DIR, mtime=created.astimezone(UTC) if created else None
+            )
+
+    def stat(self, path: str) -> Entry:
+        key = self._key(path)
+        if not self.bucket:
+            if key:
+                raise UsageError("Name a bucket: s3://BUCKET/key")
+            return Entry(path="", name="", kind=Kind.DIR)
+        if not key:
+            self._call(f"opening {self.display('')}", self.client.head_bucket)
+            return Entry(path="", name=self.bucket, kind=Kind.DIR)
+        seen: dict[str, str] = {}
+        if not key.endswith("/"):
+            try:
+                head = self.client.head_object(Bucket=self.bucket, Key=key)
+            except Exception as exc:
+                err = self._err(exc, self.display(key))
+                if not isinstance(err, NotFound):
+                    raise err from exc
+                if "bucket" in err.message.lower():
+                    raise err from exc
+            else:
+                return self._head_entry(key, head, seen)
+        if self._prefix_exists(key.rstrip("/") + "/"):
+            return self._named(key.rstrip("/"), posixpath.basename(key.rstrip("/")), Kind.DIR, seen)
+        raise NotFound(f"No such file or folder: {self.display(key)}")
+
+    def _head_entry(self, key: str, head: Mapping[str, Any], seen: dict[str, str]) -> Entry:
+        meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
+        hashes = {algo: meta[f"ferry-{algo}"] for algo in HASH_ALGORITHMS if meta.get(f"ferry-{algo}")}
+        extra: dict[str, str] = {}
+        for field, name in (
+            ("ChecksumSHA256", "checksum_sha256"),
+            ("ChecksumCRC32", "checksum_crc32"),
+            ("ChecksumCRC32C", "checksum_crc32c"),
+            ("ChecksumCRC64NVME", "checksum_crc64nvme"),
+        ):
+            if head.get(field):
+                extra[name] = str(head[field])
+        state = restore_state(head)
+        if state != "available":
+            extra["restore"] = state
+        return self._named(
+            key,
+            posixpath.basename(key),
+            Kind.FILE,
+            seen,
+            size=int(head.get("ContentLength", 0)),
+            mtime=_mtime_from(head),
+            etag=str(head.get("ETag", "")).strip('"'),
+            storage_class=head.get("StorageClass") or "STANDARD",
+            extra=extra,
+            hashes=hashes,
+        )
+
+    def _prefix_exists(self, prefix: str) -> bool:
+        resp = self._call(f"checking {self.display(prefix)}", self.client.list_objects_v2, Prefix=prefix, MaxKeys=1)
+        return bool(resp.get("KeyCount") or resp.get("Contents"))
+
+    # -- reading --
+    def head(self, path: str) -> dict[str, Any]:
+        key = self._key(path)
+        result: dict[str, Any] = self._call(self.display(key), self.client.head_object, Key=key)
+        return result
+
+    def _get_range(self, key: str, lo: int, hi: int) -> bytes:
+        resp = self._call(self.display(key), self.client.get_object, Key=key, Range=f"bytes={lo}-{hi - 1}")
+        try:
+            data: bytes = resp["Body"].read()
+        except Exception as exc:
+            raise self._err(exc, f"reading {self.display(key)}") from exc
+        if len(data) != hi - lo:
+            from ferry.core.errors import Transient
+
+            raise Transient(f"Short read of {self.display(key)} ({len(data)} of {hi - lo} bytes)")
+        return data
+
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+        self._need_bucket()
+        key = self._key(path)
+        if offset < 0 or (length is not None and length < 0):
+            raise UsageError(f"Negative offset or length reading {self.display(key)}")
+        if length == 0:
+            return io.BytesIO(b"")
+        # The first request asks for at most one range: a small object arrives in one GET, and the
+        # Content-Range of the answer gives a large one's size for the parallel ranges.
+        first_end = offset + (min(length, READ_RANGE) if length is not None else READ_RANGE)
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{first_end - 1}")
+        except Exception as exc:
+            err = self._err(exc, self.display(key))
+            if isinstance(err, Archived):
+                wait_for_restore(
+                    lambda: self.head(key),
+                    self.display(key),
+                    poll=self.restore_poll,
+                    max_wait=self.restore_max_wait,
+                )
+                return self.open_read(path, offset, length)
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") == "InvalidRange":
+                return io.BytesIO(b"")  # offset at or past the end (an empty object)
+            raise err from exc
+        total = _total_size(resp.get("ContentRange"), offset, int(resp.get("ContentLength", 0)))
+        end = total if length is None else min(total, offset + length)
+        if end <= first_end:
+            return _BodyReader(resp["Body"])  # type: ignore[return-value]
+        try:
+            first = resp["Body"].read()
+        except Exception as exc:
+            raise self._err(exc, f"reading {self.display(key)}") from exc
+        return _RangedReader(  # type: ignore[return-value]
+            lambda lo, hi: self._get_range(key, lo, hi),
+            offset + len(first),
+            end,
+            first,
+            depth=self.settings.part_concurrency,
+            executor=self.executor,
+        )
+
+    def hash(self, path: str, algo: str, cancel: CancelToken | None = None) -> str:
+        entry = self.stat(path)
+        if algo in entry.hashes:
+            return entry.hashes[algo]  # Ferry stored it at upload, checked by the server then
+        return super().hash(path, algo, cancel)
+
+    # -- writing --
+    def open_write(
+        self,
+        path: str,
+        *,
+        size: int | None,
+        token: str,
+        resume: bool = False,
+        readback: str | None = None,
+        resume_slot: ResumeSlot | None = None,
+    ) -> Writer:
+        self._need_bucket()
+        key = self._key(path)
+        if not key or key.endswith("/"):
+            raise UsageError(f"Cannot write an object named {self.display(key)!r}: give a key that does not end in '/'")
+        return S3Writer(self, key, size=size, resume=resume, readback=readback, slot=resume_slot)
+
+    def list_parts(self, key: str, upload_id: str) -> dict[int, tuple[str, int]]:
+        """The parts the server holds for an upload: number -> (ETag, size)."""
+        parts: dict[int, tuple[str, int]] = {}
+        try:
+            for page in self.client.get_paginator("list_parts").paginate(
+                Bucket=self.bucket, Key=key, UploadId=upload_id
+            ):
+                for p in page.get("Parts") or ():
+                    parts[int(p["PartNumber"])] = (str(p["ETag"]).strip('"'), int(p["Size"]))
+        except Exception as exc:
+            raise self._err(exc, self.display(key)) from exc
+        return parts
+
+    def server_copy(self, src_path: str, writer: Writer, on_bytes: Callable[[int], None], cancel: CancelToken) -> None:
+        """Same bucket: the server copies; the writer's commit issues CopyObject (or part copies)."""
+        assert isinstance(writer, S3Writer)
+        entry = self.stat(src_path)
+        writer.set_copy_source(self._key(src_path), entry.size or 0)
+        on_bytes(entry.size or 0)
+
+    def copy_object(self, src_key: str, dst_key: str, size: int) -> None:
+        """Server-side copy; above 5 GiB (CopyObject's limit) as a multipart copy."""
+        source = {"Bucket": self.bucket, "Key": src_key}
+        what = f"copying {self.display(src_key)} to {self.display(dst_key)}"
+        if size <= MAX_SINGLE_COPY:
+            self._call(what, self.client.copy_object, Key=dst_key, CopySource=source)
+            return
+        part = choose_part_size(size, 512 << 20)
+        up = self._call(what, self.client.create_multipart_upload, Key=dst_key)
+        upload_id = up["UploadId"]
+        try:
+            ranges = [(n + 1, lo, min(lo + part, size)) for n, lo in enumerate(range(0, size, part))]
+
+            def one(n: int, lo: int, hi: int) -> dict[str, Any]:
+                r = self._call(
+                    what,
+                    self.client.upload_part_copy,
+                    Key=dst_key,
+                    UploadId=upload_id,
+                    PartNumber=n,
+                    CopySource=source,
+                    CopySourceRange=f"bytes={lo}-{hi - 1}",
+                )
+                return {"PartNumber": n, "ETag": r["CopyPartResult"]["ETag"]}
+
+            parts = list(self.executor.map(lambda t: one(*t), ranges))
+            self._call(
+                what,
+                self.client.complete_multipart_upload,
+                Key=dst_key,
+                UploadId=upload_id,
+                MultipartUpload={"Parts": parts},
+            )
+        except BaseException:
+            self.client.abort_multipart_upload(Bucket=self.bucket, Key=dst_key, UploadId=upload_id)
+            raise
+
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        self._need_bucket()
+        key = self._key(path).rstrip("/")
+        if not key:
+            self.make_bucket(exist_ok=exist_ok)
+            return
+        try:
+            existing: Entry | None = self.stat(key)
+        except NotFound:
+            existing = None
+        if existing is not None:
+            if existing.is_dir and exist_ok:
+                return
+            raise AlreadyExists(f"Already exists: {self.display(key)}")
+        if not self._keeps_markers():
+            return  # this store keeps no folder markers: a folder exists once something is in it
+        try:
+            self._call(f"creating folder {self.display(key)}", self.client.put_object, Key=key + "/", Body=b"")
+        except FerryError:
+            if exist_ok and self._prefix_exists(key + "/"):
+                return  # filled meanwhile by a parallel upload
+            raise
+
+    def _keeps_markers(self) -> bool:
+        """Whether "prefix/" marker objects stay markers. Stores backed by a file system (rclone
+        serve s3) turn "name/" into a file "name", which would then block every key under it, so
+        the first mkdir probes with a throw-away key."""
+        if self._markers is None:
+            import uuid
+
+            probe = f".ferry-marker-probe-{uuid.uuid4().hex[:12]}"
+            self._call("checking folder markers", self.client.put_object, Key=probe + "/", Body=b"")
+            try:
+                self.client.head_object(Bucket=self.bucket, Key=probe)
+            except Exception:
+                self._markers = True
+            else:
+                self._markers = False
+            for k in (probe + "/", probe):
+                try:
+                    self.client.delete_object(Bucket=self.bucket, Key=k)
+                except Exception:
+                    pass
+        return self._markers
+
+    def make_bucket(self, *, exist_ok: bool = False, region: str | None = None) -> None:
+        region = region or self.settings.region or self.client.meta.region_name
+        kw: dict[str, Any] = {}
+        if region and region not in ("us-east-1", "aws-global"):
+            kw["CreateBucketConfiguration"] = {"LocationConstraint": region}
+        try:
+            self._call(f"creating bucket s3://{self.bucket}", self.client.create_bucket, **kw)
+        except AlreadyExists:
+            if not exist_ok:
+                raise
+
+    def _keys_under(self, prefix: str) -> Iterator[str]:
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for obj in page.get("Contents") or ():
+                    yield obj["Key"]
+        except Exception as exc:
+            raise self._err(exc, f"listing {self.display(prefix)}") from exc
+
+    def delete_keys(self, keys: Iterable[str]) -> int:
+        """Delete in batches of up to 1,000 keys (DeleteObjects); raise if any key was refused."""
+        batch: builtins.list[str] = []
+        count = 0
+
+        def flush() -> None:
+            nonlocal count
+            if not batch:
+                return
+            resp = self._call(
+                f"deleting {len(batch)} objects",
+                self.client.delete_objects,
+                Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+            )
+            errors = resp.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise map_error(
+                    _FakeClientError(first.get("Code", ""), 0),
+                    f"deleting {self.display(first.get('Key', ''))} ({len(errors)} of {len(batch)} refused)",
+                    bucket=self.bucket,
+                )
+            count += len(batch)
+            batch.clear()
+
+        for k in keys:
+            batch.append(k)
+            if len(batch) >= DELETE_BATCH:
+                flush()
+        flush()
+        return count
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        self._need_bucket()
+        entry = self.stat(path)
+        key = entry.path
+        if entry.is_file:
+            self._call(f"deleting {self.display(key)}", self.client.delete_object, Key=key)
+            return
+        prefix = self._prefix(key)
+        if not prefix:
+            raise UsageError("Removing a whole bucket is not done by Ferry; use the provider's console or 'aws s3 rb'")
+        if recursive:
+            self.delete_keys(self._keys_under(prefix))
+            return
+        inside = [k for _, k in zip(range(2), self._keys_under(prefix), strict=False)]
+        if any(k != prefix for k in inside):
+            raise AlreadyExists(f"Folder not empty: {self.display(key)}")
+        self.delete_keys(inside)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        """Server-side copy, then delete (S3 has no rename); folders key by key."""
+        self._need_bucket()
+        entry = self.stat(src)
+        dst_key = self._key(dst).rstrip("/")
+        if not overwrite and self.exists(dst_key):
+            raise AlreadyExists(f"Already exists: {self.display(dst_key)}")
+        if entry.is_file:
+            self.copy_object(entry.path, dst_key, entry.size or 0)
+            self._call(f"deleting {self.display(entry.path)}", self.client.delete_object, Key=entry.path)
+            return
+        prefix, new_prefix = self._prefix(entry.path), dst_key + "/"
+        moved: builtins.list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            for obj in page.get("Contents") or ():
+                self.copy_object(obj["Key"], new_prefix + obj["Key"][len(prefix) :], int(obj.get("Size", 0)))
+                moved.append(obj["Key"])
+        self.delete_keys(moved)
+
+    # -- archive restore --
+    def restore(self, path: str, *, days: int = 7, tier: str = "Standard") -> str:
+        """Ask for a temporary restored copy of an archived object; returns the state afterwards."""
+        key = self._key(path)
+        head = self.head(key)
+        state = restore_state(head)
+        if state == "available":
+            raise UsageError(f"{self.display(key)} is not archived ({head.get('StorageClass') or 'STANDARD'})")
+        if state in ("restoring", "restored") and state == "restoring":
+            return state
+        self._call(
+            f"requesting a restore of {self.display(key)}",
+            self.client.restore_object,
+            Key=key,
+            RestoreRequest={"Days": days, "GlacierJobParameters": {"Tier": tier}},
+        )
+        return restore_state(self.head(key))
+
+    # -- multipart housekeeping --
+    def multipart_uploads(self, prefix: str = "") -> builtins.list[dict[str, Any]]:
+        uploads: builtins.list[dict[str, Any]] = []
+        try:
+            for page in self.client.get_paginator("list_multipart_uploads").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix)
+            ):
+                uploads.extend(page.get("Uploads") or ())
+        except Exception as exc:
+            raise self._err(exc, f"listing unfinished uploads in {self.display(prefix)}") from exc
+        return uploads
+
+    def abort_upload(self, key: str, upload_id: str) -> None:
+        self._call(
+            f"aborting the upload of {self.display(key)}",
+            self.client.abort_multipart_upload,
+            Key=key,
+            UploadId=upload_id,
+        )
+
+    # -- share links (ferry.sharing.base.Sharer) --
+    def temporary_credentials(self) -> bool:
+        _ = self.client
+        creds = self._session.get_credentials() if self._session is not None else None
+        return bool(creds is not None and getattr(creds, "token", None))
+
+    def share(self, path: str, request: ShareRequest) -> Link:
+        self._need_bucket()
+        key = self._key(path)
+        expires = request.expires if request.expires is not None else DEFAULT_PRESIGN
+        seconds = int(expires.total_seconds())
+        if seconds <= 0:
+            raise UsageError("A link's expiry must be in the future (e.g. --expires 2h)")
+        if expires > MAX_PRESIGN:
+            raise UsageError(
+                "S3 pre-signed links last at most 7 days: the signature (SigV4) carries its own expiry and "
+                "S3 refuses longer ones. Use --expires 7d or less."
+            )
+        if not key or key.endswith("/"):
+            raise UsageError(f"Share one object, not a folder: {self.display(key)} (give its key)")
+        target = self.display(key)
+        warnings: builtins.list[str] = []
+        if self.temporary_credentials():
+            warnings.append(
+                "these credentials are temporary (SSO or an assumed role): the link stops working when "
+                "they expire, which may be before the expiry asked for"
+            )
+        name = posixpath.basename(key)
+        extra: dict[str, str] = {}
+        try:
+            if request.upload and request.max_size is not None:
+                post = self.client.generate_presigned_post(
+                    Bucket=self.bucket,
+                    Key=key,
+                    Conditions=[["content-length-range", 0, request.max_size]],
+                    ExpiresIn=seconds,
+                )
+                url = post["url"]
+                fields = " ".join(f"-F {_sh(f'{k}={v}')}" for k, v in post["fields"].items())
+                extra["curl"] = f"curl -f {fields} -F file=@{_sh(name)} {_sh(url)}"
+                extra["fields"] = __import__("json").dumps(post["fields"])
+                kind = "upload"
+            elif request.upload:
+                url = self.client.generate_presigned_url(
+                    "put_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=seconds
+                )
+                extra["curl"] = f"curl -f -T {_sh(name)} {_sh(url)}"
+                kind = "upload"
+            else:
+                self.head(key)  # a link to nothing helps no one: fail now with "No such object"
+                url = self.client.generate_presigned_url(
+                    "get_object", Params={"Bucket": self.bucket, "Key": key}, ExpiresIn=seconds
+                )
+                extra["curl"] = f"curl -f -o {_sh(name)} {_sh(url)}"
+                kind = "download"
+        except FerryError:
+            raise
+        except Exception as exc:
+            raise self._err(exc, f"signing a link for {target}") from exc
+        return Link(
+            kind=kind,
+            target=target,
+            url=url,
+            scheme="s3",
+            expires=datetime.now(UTC) + timedelta(seconds=seconds),
+            revocable=False,
+            revoke_note=REVOKE_NOTE,
+            warnings=tuple(warnings),
+            extra=extra,
+        )
+
+    def revoke(self, link: Link) -> None:
+        raise Unsupported(REVOKE_NOTE)
+
+
+def _sh(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _total_size(content_range: str | None, offset: int, length: int) -> int:
+    if content_range and "/" in content_range:
+        tail = content_range.rsplit("/", 1)[1]
+        if tail.isdigit():
+            return int(tail)
+    return offset + length
+
+
+class _FakeClientError(Exception):
+    """A DeleteObjects per-key error in the shape map_error reads."""
+
+    def __init__(self, code: str, status: int) -> None:
+        super().__init__(code)
+        self.response = {"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}

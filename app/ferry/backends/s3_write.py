@@ -1,0 +1,379 @@
+"""Writing one S3 object: a single PUT for small ones, parallel multipart for the rest.
+
+Nothing appears under the final key before :meth:`S3Writer.commit` (PutObject or
+CompleteMultipartUpload happen there), so a failed or unverified copy never replaces an object.
+
+Verification: each body goes with ``Content-MD5``, which S3 checks before storing, and each part's
+or object's returned ETag is compared with the MD5 we computed (S3-compatible stores compute MD5
+ETags; SSE-KMS objects do not, and are then recorded as checked by Content-MD5 only). A single PUT
+verified with SHA-256 also sends ``x-amz-checksum-sha256`` (AWS checks the whole object against
+Ferry's stream hash) and stores the hash as ``x-amz-meta-ferry-sha256`` for later downloads. For
+multipart uploads the final ETag is compared with the one computed from the parts' MD5s.
+
+Resume: the UploadId and finished parts go to a :class:`~ferry.backends.base.ResumeSlot` (the
+queue's ``task_resume`` row) after every part. A new writer for the same task re-checks them with
+ListParts and continues after the longest run of parts the server holds, from part 1.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import threading
+from concurrent.futures import Future
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from ferry.backends.base import ResumeSlot, Writer
+from ferry.backends.s3_client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
+from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
+from ferry.core.hashing import new_hasher
+
+if TYPE_CHECKING:
+    from ferry.backends.s3 import S3Backend
+
+_KMS = ("aws:kms", "aws:kms:dsse")
+
+
+def choose_part_size(size: int | None, configured: int | None) -> int:
+    """At least the configured size (16 MiB by default), and large enough that the object fits in
+    10,000 parts; a size unknown up front is planned for the 5 TiB maximum."""
+    base = configured or DEFAULT_PART
+    total = size if size is not None else 5 << 40
+    needed = -(-total // MAX_PARTS)
+    needed = -(-needed // (1 << 20)) * (1 << 20)  # whole MiB
+    return max(MIN_PART, base, needed)
+
+
+def multipart_etag(md5_hexes: list[str]) -> str:
+    """The ETag S3 gives a multipart object: MD5 of the parts' binary MD5s, dash, part count."""
+    joined = b"".join(binascii.unhexlify(h) for h in md5_hexes)
+    return f"{hashlib.md5(joined).hexdigest()}-{len(md5_hexes)}"
+
+
+def _b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def _etag(resp: dict[str, Any]) -> str:
+    return str(resp.get("ETag", "")).strip('"')
+
+
+class S3Writer(Writer):
+    def __init__(
+        self,
+        backend: S3Backend,
+        key: str,
+        *,
+        size: int | None,
+        resume: bool,
+        readback: str | None,
+        slot: ResumeSlot | None,
+    ) -> None:
+        self._b = backend
+        self.final_path = key
+        self.temp_path = key  # S3 has no temporary name: an object appears only at commit
+        self.offset = 0
+        self._size = size
+        self._slot = slot
+        self._verify = readback is not None
+        self._hasher = new_hasher(readback) if readback else None
+        self._readback = readback
+        self._part_size = choose_part_size(size, backend.settings.part_size)
+        self._buf = bytearray()
+        self._multipart = size is None or size > self._part_size
+        self._upload_id: str | None = None
+        self._parts: dict[int, tuple[str, int, str]] = {}  # number -> (etag, size, md5 hex or "")
+        self._next_part = 1
+        self._lock = threading.Lock()
+        self._futures: list[Future[None]] = []
+        self._inflight = threading.BoundedSemaphore(backend.settings.part_concurrency)
+        self._failed: BaseException | None = None
+        self._done = False
+        self._copy_source: tuple[str, int] | None = None
+        self._note = ""
+        self._prefix_md5: Any = None
+        self._prefix_part = 1
+        self._prefix_fill = 0
+        self._sse: str | None = None
+        self._load_state(resume)
+
+    # -- resume --
+    def _load_state(self, resume: bool) -> None:
+        state = self._slot.load() if self._slot is not None else None
+        if not state:
+            return
+        upload_id = str(state.get("upload_id", ""))
+        if not resume or state.get("key") != self.final_path or not upload_id:
+            self._abort_upload(upload_id)
+            self._save_state(None)
+            return
+        part_size = int(str(state.get("part_size", 0)))
+        raw_parts = state.get("parts") or {}
+        assert isinstance(raw_parts, dict)
+        ours = {int(n): (str(v[0]), int(v[1]), str(v[2])) for n, v in raw_parts.items()}
+        try:
+            server = self._b.list_parts(self.final_path, upload_id)
+        except FerryError:
+            self._save_state(None)  # gone (aborted, cleaned up, expired): start afresh
+            return
+        n = 1
+        while n in ours and n in server and server[n] == (ours[n][0], part_size) and ours[n][1] == part_size:
+            n += 1
+        kept = {i: ours[i] for i in range(1, n)}
+        self._multipart = True
+        self._upload_id = upload_id
+        self._part_size = part_size
+        self._parts = kept
+        self._next_part = n
+        self.offset = part_size * (n - 1)
+        self._save_state_locked()
+
+    def _state(self) -> dict[str, object]:
+        return {
+            "upload_id": self._upload_id,
+            "key": self.final_path,
+            "part_size": self._part_size,
+            "parts": {str(n): list(v) for n, v in sorted(self._parts.items())},
+        }
+
+    def _save_state(self, data: dict[str, object] | None) -> None:
+        if self._slot is not None:
+            self._slot.save(data)
+
+    def _save_state_locked(self) -> None:
+        if self._slot is not None and self._upload_id:
+            self._slot.save(self._state())
+
+    def feed_prefix(self, data: bytes | bytearray | memoryview) -> None:
+        """Resuming: the source's bytes for the parts already uploaded, re-read by the copy. Each
+        part's MD5 must still match the part the server holds (else the source changed)."""
+        view = memoryview(data).cast("B")
+        if self._hasher is not None:
+            self._hasher.update(view)
+        while view:
+            if self._prefix_md5 is None:
+                self._prefix_md5 = hashlib.md5()
+                self._prefix_fill = 0
+            take = min(len(view), self._part_size - self._prefix_fill)
+            self._prefix_md5.update(view[:take])
+            self._prefix_fill += take
+            view = view[take:]
+            if self._prefix_fill == self._part_size:
+                n = self._prefix_part
+                md5 = self._prefix_md5.hexdigest()
+                etag, _, stored = self._parts.get(n, ("", 0, ""))
+                if md5 not in (etag, stored):
+                    raise ChecksumMismatch(
+                        f"The source changed since part {n} of {self._b.display(self.final_path)} was uploaded"
+                    )
+                self._parts[n] = (etag, self._part_size, md5)
+                self._prefix_part += 1
+                self._prefix_md5 = None
+
+    # -- writing --
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._done:
+            raise ValueError("write to a committed or aborted writer")
+        if self._failed is not None:
+            raise self._failed
+        if self._hasher is not None:
+            self._hasher.update(data)
+        self._buf += data
+        if not self._multipart and len(self._buf) > self._part_size:
+            self._multipart = True  # the source grew past the single-PUT size: switch over
+        if self._multipart:
+            while len(self._buf) >= self._part_size:
+                chunk = bytes(self._buf[: self._part_size])
+                del self._buf[: self._part_size]
+                self._submit(chunk)
+
+    def _start_upload(self) -> None:
+        try:
+            resp = self._b.client.create_multipart_upload(Bucket=self._b.bucket, Key=self.final_path)
+        except Exception as exc:
+            raise map_error(exc, f"starting the upload of {self._b.display(self.final_path)}", bucket=self._b.bucket)
+        self._upload_id = str(resp["UploadId"])
+        self._sse = resp.get("ServerSideEncryption")
+        self._save_state_locked()
+
+    def _submit(self, chunk: bytes) -> None:
+        if self._upload_id is None:
+            self._start_upload()
+        n = self._next_part
+        self._next_part += 1
+        self._inflight.acquire()  # bounds memory: at most part_concurrency parts queued per file
+        if self._failed is not None:
+            self._inflight.release()
+            raise self._failed
+        self._futures.append(self._b.executor.submit(self._upload_part, n, chunk))
+
+    def _upload_part(self, n: int, chunk: bytes) -> None:
+        try:
+            if self._failed is not None:
+                return
+            digest = hashlib.md5(chunk).digest() if self._verify else None
+            kw: dict[str, Any] = {"ContentMD5": _b64(digest)} if digest is not None else {}
+            try:
+                resp = self._b.client.upload_part(
+                    Bucket=self._b.bucket,
+                    Key=self.final_path,
+                    UploadId=self._upload_id,
+                    PartNumber=n,
+                    Body=chunk,
+                    **kw,
+                )
+            except Exception as exc:
+                raise map_error(
+                    exc, f"uploading part {n} of {self._b.display(self.final_path)}", bucket=self._b.bucket
+                ) from exc
+            etag = _etag(resp)
+            md5 = digest.hex() if digest is not None else ""
+            if md5 and etag != md5 and resp.get("ServerSideEncryption") not in _KMS:
+                raise ChecksumMismatch(
+                    f"S3 stored part {n} of {self._b.display(self.final_path)} with ETag {etag}, expected MD5 {md5}"
+                )
+            with self._lock:
+                self._parts[n] = (etag, len(chunk), md5)
+                self._save_state_locked()
+        except BaseException as exc:
+            if self._failed is None:
+                self._failed = exc
+            raise
+        finally:
+            self._inflight.release()
+
+    def _wait_parts(self) -> None:
+        futures, self._futures = self._futures, []
+        for f in futures:
+            try:
+                f.result()
+            except BaseException:
+                pass
+        if self._failed is not None:
+            raise self._failed
+
+    def set_copy_source(self, key: str, size: int) -> None:
+        """Server-side copy: commit copies ``key`` instead of uploading bytes."""
+        self._copy_source = (key, size)
+
+    def finish(self) -> str | None:
+        if self._copy_source is not None:
+            return None
+        if self._multipart:
+            if self._buf or self._upload_id is None or (not self._parts and not self._futures):
+                chunk, self._buf = bytes(self._buf), bytearray()
+                self._submit(chunk)
+            self._wait_parts()
+        return self._hasher.hexdigest() if self._hasher is not None else None
+
+    # -- landing --
+    def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        if self._done:
+            raise ValueError("commit of a committed or aborted writer")
+        cond: dict[str, Any] = {} if overwrite else {"IfNoneMatch": "*"}
+        what = self._b.display(self.final_path)
+        try:
+            if self._copy_source is not None:
+                if not overwrite and self._b.exists(self.final_path):
+                    raise AlreadyExists(f"Already exists: {what}")
+                self._b.copy_object(self._copy_source[0], self.final_path, self._copy_source[1])
+                self._note = "server-side copy"
+            elif self._multipart:
+                self._complete(cond)
+            else:
+                self._put(cond, mtime)
+        except FerryError:
+            raise
+        except Exception as exc:
+            raise map_error(exc, f"writing {what}", bucket=self._b.bucket) from exc
+        self._done = True
+        self._save_state(None)
+
+    def _put(self, cond: dict[str, Any], mtime: datetime | None) -> None:
+        body = bytes(self._buf)
+        kw: dict[str, Any] = dict(cond)
+        meta: dict[str, str] = {}
+        md5 = ""
+        if self._verify:
+            digest = hashlib.md5(body).digest()
+            md5 = digest.hex()
+            kw["ContentMD5"] = _b64(digest)
+            if self._readback == "sha256":
+                sha = hashlib.sha256(body).digest()
+                kw["ChecksumSHA256"] = _b64(sha)
+                meta["ferry-sha256"] = sha.hex()
+            elif self._hasher is not None:
+                meta[f"ferry-{self._readback}"] = self._hasher.hexdigest()
+        if mtime is not None:
+            meta["mtime"] = f"{mtime.timestamp():.9f}"  # rclone's convention: seconds since the epoch
+        if meta:
+            kw["Metadata"] = meta
+        resp = self._b.client.put_object(Bucket=self._b.bucket, Key=self.final_path, Body=body, **kw)
+        checks = ["Content-MD5"] if md5 else []
+        if md5 and resp.get("ServerSideEncryption") not in _KMS:
+            etag = _etag(resp)
+            if etag != md5:
+                raise ChecksumMismatch(f"S3 stored {self._b.display(self.final_path)} with ETag {etag}, expected {md5}")
+            checks.append("MD5 ETag")
+        if resp.get("ChecksumSHA256") and resp.get("ChecksumSHA256") == kw.get("ChecksumSHA256"):
+            checks.append("SHA-256 checksum")
+        self._note = f"server checked {' + '.join(checks)}" if checks else ""
+
+    def _complete(self, cond: dict[str, Any]) -> None:
+        parts = sorted(self._parts.items())
+        expected_numbers = list(range(1, len(parts) + 1))
+        if [n for n, _ in parts] != expected_numbers:
+            raise ChecksumMismatch(f"Parts missing from the upload of {self._b.display(self.final_path)}")
+        resp = self._b.client.complete_multipart_upload(
+            Bucket=self._b.bucket,
+            Key=self.final_path,
+            UploadId=self._upload_id,
+            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": f'"{v[0]}"'} for n, v in parts]},
+            **cond,
+        )
+        md5s = [v[2] for _, v in parts]
+        checks = []
+        if self._verify and all(md5s):
+            checks.append(f"Content-MD5 of {len(parts)} parts")
+            if self._sse not in _KMS and resp.get("ServerSideEncryption") not in _KMS:
+                expected = multipart_etag(md5s)
+                etag = _etag(resp)
+                if etag != expected:
+                    raise ChecksumMismatch(
+                        f"S3 assembled {self._b.display(self.final_path)} with ETag {etag}, expected {expected}"
+                    )
+                checks.append("multipart ETag")
+        self._note = f"server checked {' + '.join(checks)}" if checks else ""
+
+    @property
+    def verified_note(self) -> str:
+        """What the server itself confirmed, recorded with the task's verification result."""
+        return self._note
+
+    def _abort_upload(self, upload_id: str | None) -> None:
+        if not upload_id:
+            return
+        try:
+            self._b.client.abort_multipart_upload(Bucket=self._b.bucket, Key=self.final_path, UploadId=upload_id)
+        except Exception:
+            pass
+
+    def abort(self, *, keep_partial: bool = False) -> None:
+        if self._done:
+            return
+        self._done = True
+        if self._failed is None:
+            self._failed = UsageError("upload aborted")  # stop queued parts from starting
+        for f in self._futures:
+            f.cancel()
+        for f in self._futures:
+            try:
+                f.result()
+            except BaseException:
+                pass
+        if keep_partial and self._upload_id and self._slot is not None:
+            return  # the queue holds the UploadId: the next attempt continues it
+        self._abort_upload(self._upload_id)
+        self._save_state(None)
