@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import TracebackType
-from typing import BinaryIO, ClassVar
+from typing import BinaryIO, ClassVar, Protocol
 
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -95,6 +95,10 @@ class Writer(ABC):
     @abstractmethod
     def write(self, data: bytes | bytearray | memoryview) -> None: ...
 
+    def feed_prefix(self, data: bytes | bytearray | memoryview) -> None:  # noqa: B027 - optional override
+        """Resuming: the source's bytes for the ``offset`` already written, re-read by the copy, so a
+        writer that verifies what it holds (S3 part MD5s, a read-back hash) can include them."""
+
     def finish(self) -> str | None:
         """All data written: flush it, and return the read-back hash if one was asked for."""
         return None
@@ -127,12 +131,23 @@ def temp_name(name: str, token: str) -> str:
 PARTIAL_SUFFIX = ".ferry-part"
 
 
+class ResumeSlot(Protocol):
+    """Where a writer keeps protocol state (an S3 UploadId and finished parts) in the queue, so an
+    interrupted upload continues after a crash. Handed to ``open_write(resume_slot=...)`` by the
+    copy only for backends whose ``keeps_resume_state`` is True."""
+
+    def load(self) -> dict[str, object] | None: ...
+
+    def save(self, data: dict[str, object] | None) -> None: ...
+
+
 class Backend(ABC):
     """Required operations. Errors are raised as :mod:`ferry.core.errors` types, mapped in one
     ``_map_error`` function per backend."""
 
     scheme: ClassVar[str]
     capabilities: Capabilities = Capabilities()
+    keeps_resume_state: ClassVar[bool] = False  # open_write takes resume_slot= (see ResumeSlot)
 
     def __init__(self, address: Address) -> None:
         self.address = address

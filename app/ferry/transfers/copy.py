@@ -32,7 +32,7 @@ from ferry.core.hashing import new_hasher
 from ferry.core.progress import Accounting
 from ferry.transfers.bandwidth import Limiters
 from ferry.transfers.options import JobOptions
-from ferry.transfers.store import Task
+from ferry.transfers.store import Store, Task
 
 CHUNK = 1 << 20
 
@@ -67,6 +67,20 @@ class CopyContext:
     accounting: Accounting
     limiters: Limiters
     ask: AskFn | None = None
+    store: Store | None = None  # for writers that keep resume state in the queue (S3 UploadId)
+
+
+class _TaskSlot:
+    """A task's row in ``task_resume``: what a backend needs to continue an upload after a crash."""
+
+    def __init__(self, store: Store, task_id: int) -> None:
+        self._store, self._id = store, task_id
+
+    def load(self) -> dict[str, object] | None:
+        return self._store.task_resume(self._id)
+
+    def save(self, data: dict[str, object] | None) -> None:
+        self._store.set_task_resume(self._id, data)
 
 
 def run_task(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
@@ -239,12 +253,15 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
 
 
 def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None):  # type: ignore[no-untyped-def]
+    kw = {}
+    if ctx.dst.keeps_resume_state and ctx.store is not None and token.isdigit():
+        kw["resume_slot"] = _TaskSlot(ctx.store, int(token))
     try:
-        return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback)
+        return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback, **kw)
     except NotFound:
         # The planner emits folders first, but workers run in parallel: make the parent here.
         ctx.dst.mkdir(ctx.dst.split(dst)[0], parents=True, exist_ok=True)
-        return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback)
+        return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback, **kw)
 
 
 def _transfer(
@@ -259,6 +276,7 @@ def _transfer(
         writer.abort(keep_partial=False)
         writer = _open_writer(ctx, dst, source, str(task.id), False, readback)
     counted = 0
+    matched = False
 
     def on_bytes(n: int) -> None:
         nonlocal counted
@@ -293,6 +311,7 @@ def _transfer(
                                 break
                             if hasher is not None:
                                 hasher.update(view[:n])
+                            writer.feed_prefix(view[:n])
                             got += n
                     if got != start:
                         raise Transient(f"Source shrank while resuming: {ctx.src.display(source.path)}")
@@ -330,14 +349,29 @@ def _transfer(
                         f"destination {dst_hash}"
                     )
                 else:
-                    verified = f"{algo} match"
+                    verified, matched = f"{algo} match", True
+                    recorded = source.hashes.get(algo)
+                    if recorded and recorded != src_hash:
+                        # The source kept a hash from when it was written (S3 metadata): its bytes changed since.
+                        writer.abort(keep_partial=False)
+                        raise ChecksumMismatch(
+                            f"{ctx.src.display(source.path)} no longer matches the {algo} recorded when it was "
+                            f"stored ({recorded}); read {src_hash}"
+                        )
+                    if recorded:
+                        verified += ", matches the source's recorded checksum"
             else:
                 verified = "size only" if opts.verify == "size" else "none"
             writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
+            note = getattr(writer, "verified_note", "")  # what the server itself confirmed at commit
+            if note and matched:
+                verified += f" ({note})"
+            if source.meta.get("name_note"):
+                verified += f"; {source.meta['name_note']}"
     except BaseException:
         ctx.accounting.add_bytes(-counted)  # progress that rewinds rather than lies
         raise
-    if opts.verify != "none" and not verified.endswith(" match"):
+    if opts.verify != "none" and not matched:
         # No read-back: at least the size of what now stands under the final name must be right.
         landed = _stat_or_none(ctx.dst, dst)
         if landed is None or landed.size != size:

@@ -284,7 +284,9 @@ class Runner:
         delegation = find_delegation(src, dst)
         opts = job.options
         bucket = TokenBucket(opts.bwlimit) if opts.bwlimit else None
-        ctx = CopyContext(src, dst, opts, self.accounting, Limiters(bucket, self._global_bucket), self.ask)
+        ctx = CopyContext(
+            src, dst, opts, self.accounting, Limiters(bucket, self._global_bucket), self.ask, store=self.store
+        )
         window = parse_window(opts.window) if opts.window else None
         run = _JobRun(job, src, dst, ctx, CancelToken(self._stop), window)
         self._runs[job.id] = run
