@@ -47,9 +47,17 @@ def _memory(tmp_path: Path) -> Iterator[Site]:
     reset_memory_stores(name)
 
 
+def _sftp(tmp_path: Path) -> Iterator[Site]:
+    # A real OpenSSH sshd on loopback (tests/sshd.py), started once per run on first use.
+    from sftp.conformance_site import sftp_site
+
+    yield from sftp_site(tmp_path)
+
+
 _FACTORIES: dict[str, Callable[[Path], Iterator[Site]]] = {
     "local": _local,
     "memory": _memory,
+    "sftp": _sftp,
 }
 
 

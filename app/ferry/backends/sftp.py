@@ -38,6 +38,8 @@ from ferry.core.errors import (
     AlreadyExists,
     AuthError,
     FerryError,
+    IsADirectory,
+    NotADirectory,
     NotFound,
     Transient,
     Unsupported,
@@ -442,7 +444,11 @@ class _Reader:
         client = self._cm.__enter__()
         try:
             self._f = client.open(path, "rb", bufsize=1 << 20)
-            size = self._f.stat().st_size
+            st = self._f.stat()
+            if stat_mod.S_ISDIR(st.st_mode or 0):
+                self._f.close()
+                raise IsADirectory(f"Is a folder: {path}")
+            size = st.st_size or 0
             self._f.seek(offset)
             want = (size - offset) if length is None else min(length, size - offset)
             self._left = max(0, want)
@@ -620,6 +626,7 @@ class SFTPBackend(Backend):
 
     def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
         path = self._abs(path)
+        links: list[Entry] = []
         with self._host.sftp() as c:
             try:
                 # listdir_iter pages (READDIR batches) instead of building one huge list.
@@ -629,11 +636,34 @@ class SFTPBackend(Backend):
                     name = attr.filename
                     if name in (".", ".."):
                         continue
-                    yield _entry(posixpath.join(path, name), name, attr)
+                    entry = _entry(posixpath.join(path, name), name, attr)
+                    if entry.kind is Kind.LINK:
+                        # No other request on this channel while READDIRs are in flight: later.
+                        links.append(entry)
+                        continue
+                    yield entry
+                for entry in links:
+                    yield replace(entry, link_target=c.readlink(entry.path))
             except FerryError:
                 raise
             except Exception as exc:
-                raise _map_error(exc, self.display(path)) from exc
+                raise self._refine(c, exc, path) from exc
+
+    def _refine(self, c: Any, exc: BaseException, path: str) -> FerryError:
+        """SFTP v3 reports ENOTDIR as "No such file": find the file in the way to say it right."""
+        err = _map_error(exc, self.display(path))
+        if isinstance(err, NotFound):
+            probe = path.rstrip("/") or "/"
+            while probe not in ("/", ""):
+                try:
+                    attr = c.stat(probe)
+                except OSError:
+                    probe = posixpath.dirname(probe)
+                    continue
+                if not stat_mod.S_ISDIR(attr.st_mode or 0):
+                    return NotADirectory(f"Not a folder: {self.display(probe)}")
+                break
+        return err
 
     def stat(self, path: str) -> Entry:
         path = self._abs(path)
@@ -645,7 +675,7 @@ class SFTPBackend(Backend):
                     entry = replace(entry, link_target=c.readlink(path))
                 return entry
             except Exception as exc:
-                raise _map_error(exc, self.display(path)) from exc
+                raise self._refine(c, exc, path) from exc
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
         return _Reader(self._host, self._abs(path), offset, length)  # type: ignore[return-value]
