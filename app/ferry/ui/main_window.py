@@ -209,7 +209,7 @@ class MainWindow(QMainWindow):
         self._action(
             "delete",
             "Delete…",
-            QKeySequence.StandardKey.Delete,
+            "Del",
             "Delete the selection (asks first)",
             self.delete_selection,
             file_menu,
@@ -246,7 +246,7 @@ class MainWindow(QMainWindow):
         self._action(
             "quit",
             "Quit",
-            QKeySequence.StandardKey.Quit,
+            "Ctrl+Q",
             "Quit Ferry (running files resume next time)",
             self.close,
             file_menu,
@@ -327,11 +327,11 @@ class MainWindow(QMainWindow):
             "clear", "Clear finished", "Ctrl+Shift+K", "Remove done and cancelled jobs", self.clear_finished, transfers
         )
         view = mb.addMenu("&View")
-        for mode in ("system", "light", "dark"):
+        for n, mode in enumerate(("system", "light", "dark"), start=1):
             self._action(
                 f"theme_{mode}",
                 f"{mode.capitalize()} colours",
-                None,
+                f"Ctrl+Shift+{n}",
                 f"Use {mode} colours",
                 partial(self.set_theme, mode),
                 view,

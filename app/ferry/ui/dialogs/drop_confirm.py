@@ -36,6 +36,7 @@ class DropConfirmDialog(QDialog):
             + ("\n\nSources are deleted only after every file has been copied and verified." if move else "")
         )
         text.setObjectName("summary")
+        self.summary = text
         text.setWordWrap(True)
         lay.addWidget(text)
         self.dont_ask = QCheckBox("Don't ask again (Transfer settings turn it back on)")
