@@ -142,15 +142,13 @@ def make_token_storage(namespace: str) -> tuple[TokenStorage, str]:
 
     path = token_file()
     ensure_private_dir(path.parent)
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        os.close(fd)
-    os.chmod(path, 0o600)
+    if path.exists():
+        os.chmod(path, 0o600)  # the SDK writes it owner-only; repair a copy that was loosened
 
     class _PrivateJSONTokenStorage(JSONTokenStorage):
         def store_token_data_by_resource_server(self, token_data_by_resource_server: Mapping[str, Any]) -> None:
             super().store_token_data_by_resource_server(token_data_by_resource_server)
-            os.chmod(self.filepath, 0o600)  # the SDK's writer keeps the umask's mode
+            os.chmod(self.filepath, 0o600)  # the SDK writes owner-only; make sure of it
 
         def _extract_identity_id(self, token_response: Any) -> str | None:
             return None
@@ -474,8 +472,8 @@ class GlobusAuth:
             removed.append(rs)
         with self._lock:
             self._authorizers.clear()
-        if not self.confidential and token_file().exists() and not token_file().read_text().strip("{}\n "):
-            token_file().unlink()
+        if not self.confidential and token_file().exists() and not storage.get_token_data_by_resource_server():
+            token_file().unlink()  # nothing left to keep: leave no file behind
         return removed
 
     def whoami(self) -> dict[str, str]:
