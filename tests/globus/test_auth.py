@@ -88,7 +88,7 @@ def test_login_keeps_one_keychain_entry_per_resource_server(in_process: FakeGlob
     data = json.loads(next(v for (_, k), v in _stored().items() if k.endswith(":" + globus_auth.TRANSFER_RS)))
     assert data["refresh_token"] and data["access_token"]
     assert not globus_auth.token_file().exists()  # a keychain exists: no token file
-    assert "researcher@example.org" == auth.whoami()["username"]
+    assert auth.whoami()["username"] == "researcher@example.org"
     assert person.asked == ["Globus login"]
 
 

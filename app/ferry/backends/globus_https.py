@@ -167,11 +167,11 @@ class HTTPSWriter(Writer):
                 pass
         self._thread.join(timeout=5)
         # The partial is removed even when asked to keep it: HTTPS uploads cannot be resumed.
-        if True:
-            try:
-                resp = _session().delete(
-                    _url(self.backend._https_base(), self.temp_path), headers=_headers(self.backend), timeout=TIMEOUT
-                )
-                resp.close()
-            except Exception:
-                pass  # a leftover partial is hidden and reported by the next run, never fatal here
+        del keep_partial
+        try:
+            resp = _session().delete(
+                _url(self.backend._https_base(), self.temp_path), headers=_headers(self.backend), timeout=TIMEOUT
+            )
+            resp.close()
+        except Exception:
+            pass  # a leftover partial is hidden and reported by the next run, never fatal here
