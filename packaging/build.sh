@@ -69,6 +69,12 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f MiB", b / 1048576 }'; }
 echo "== built in $(( $(date +%s) - start )) s"
 echo "bundle:  $BUNDLE  $(mib "$BYTES") in $FILES files"
 echo "archive: $TARBALL  $(mib "$TARBYTES")"
+if command -v objdump >/dev/null; then
+    # The newest glibc symbol any file asks for: the oldest Linux this bundle can run on.
+    GLIBC=$(find "$BUNDLE" -type f \( -name '*.so*' -o -name ferry \) -exec objdump -T {} + 2>/dev/null \
+        | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/GLIBC_//' | sort -t. -k1,1n -k2,2n -u | tail -1)
+    echo "needs:   glibc $GLIBC or newer (build on an older distribution to reach older systems)"
+fi
 
 if [ "$SELFTEST" = yes ]; then
     echo "== $BUNDLE/ferry --selftest"
