@@ -421,6 +421,71 @@ def _host_for(address: Address) -> _Host:
         return host
 
 
+def _b(path: str) -> bytes:
+    """Remote paths go out as bytes: names that are not UTF-8 arrive as surrogate escapes and
+    must reach the server exactly as it sent them (paramiko would encode str strictly)."""
+    return path.encode("utf-8", "surrogateescape")
+
+
+def _text(raw: str | bytes | None) -> str:
+    if raw is None:
+        return ""
+    return raw.decode("utf-8", "surrogateescape") if isinstance(raw, bytes) else raw
+
+
+def _listdir(client: Any, path: str, depth: int = 16) -> Iterator[Any]:
+    """A folder's entries page by page (READDIR batches, ``depth`` requests in flight).
+
+    paramiko's own ``listdir_iter`` decodes names strictly (a non-UTF-8 name breaks the whole
+    listing) and leaves the handle open when abandoned; this keeps names exact as surrogate
+    escapes and always closes the handle.
+    """
+    from paramiko.message import Message
+    from paramiko.sftp import CMD_CLOSE, CMD_HANDLE, CMD_NAME, CMD_OPENDIR, CMD_READDIR, CMD_STATUS
+    from paramiko.sftp_attr import SFTPAttributes
+
+    t, msg = client._request(CMD_OPENDIR, _b(path))
+    if t != CMD_HANDLE:
+        raise OSError(errno.EIO, "Expected a folder handle")
+    handle = msg.get_binary()
+    pending: list[int] = []
+    done = False
+    try:
+        while not done:
+            while len(pending) < depth:
+                pending.append(client._async_request(type(None), CMD_READDIR, handle))
+            num = pending.pop(0)
+            while True:
+                t, data = client._read_packet()
+                reply = Message(data)
+                if reply.get_int() == num:
+                    break  # replies come in order; anything else is a stale reply to skip
+            if t == CMD_STATUS:
+                try:
+                    client._convert_status(reply)
+                except EOFError:
+                    done = True
+                    continue
+            if t != CMD_NAME:
+                raise OSError(errno.EIO, f"Unexpected SFTP reply {t} to READDIR")
+            for _ in range(reply.get_int()):
+                name = reply.get_string().decode("utf-8", "surrogateescape")
+                longname = reply.get_string().decode("utf-8", "replace")
+                yield SFTPAttributes._from_msg(reply, name, longname)
+    finally:
+        # Drain what is still in flight so the channel stays usable for the next borrower.
+        for num in pending:
+            try:
+                while Message(client._read_packet()[1]).get_int() != num:
+                    pass
+            except Exception:
+                break
+        try:
+            client._request(CMD_CLOSE, handle)
+        except Exception:
+            pass
+
+
 def _entry(path: str, name: str, attr: Any) -> Entry:
     mode = attr.st_mode or 0
     if stat_mod.S_ISDIR(mode):
@@ -443,7 +508,7 @@ class _Reader:
         self._cm = host.sftp()
         client = self._cm.__enter__()
         try:
-            self._f = client.open(path, "rb", bufsize=1 << 20)
+            self._f = client.open(_b(path), "rb", bufsize=1 << 20)
             st = self._f.stat()
             if stat_mod.S_ISDIR(st.st_mode or 0):
                 self._f.close()
@@ -509,10 +574,10 @@ class SFTPWriter(Writer):
         try:
             if resume:
                 try:
-                    self.offset = client.stat(self.temp_path).st_size or 0
+                    self.offset = client.stat(_b(self.temp_path)).st_size or 0
                 except OSError:
                     resume = False
-            self._f = client.open(self.temp_path, "r+b" if resume else "wb", bufsize=1 << 20)
+            self._f = client.open(_b(self.temp_path), "r+b" if resume else "wb", bufsize=1 << 20)
             if resume:
                 self._f.seek(self.offset)
             self._f.set_pipelined(True)  # no round trip per write: replies are checked at close
@@ -546,16 +611,16 @@ class SFTPWriter(Writer):
             c = self._client
             if mtime is not None:
                 ts = mtime.timestamp()
-                c.utime(self.temp_path, (ts, ts))
+                c.utime(_b(self.temp_path), (ts, ts))
             if overwrite:
-                c.posix_rename(self.temp_path, self.final_path)
+                c.posix_rename(_b(self.temp_path), _b(self.final_path))
             else:
                 try:
-                    c.lstat(self.final_path)
+                    c.lstat(_b(self.final_path))
                     raise AlreadyExists(f"Already exists: {self.backend.display(self.final_path)}")
                 except FileNotFoundError:
                     pass
-                c.rename(self.temp_path, self.final_path)  # OpenSSH: link()+unlink(), never replaces
+                c.rename(_b(self.temp_path), _b(self.final_path))  # OpenSSH: link()+unlink(), never replaces
         except FerryError:
             raise
         except Exception as exc:
@@ -571,7 +636,7 @@ class SFTPWriter(Writer):
                 pass
             if not keep_partial:
                 try:
-                    self._client.remove(self.temp_path)
+                    self._client.remove(_b(self.temp_path))
                 except Exception:
                     pass
         finally:
@@ -630,7 +695,7 @@ class SFTPBackend(Backend):
         with self._host.sftp() as c:
             try:
                 # listdir_iter pages (READDIR batches) instead of building one huge list.
-                for i, attr in enumerate(c.listdir_iter(path, read_aheads=16)):
+                for i, attr in enumerate(_listdir(c, path)):
                     if cancel is not None and not i % 1024:
                         cancel.check()
                     name = attr.filename
@@ -643,7 +708,7 @@ class SFTPBackend(Backend):
                         continue
                     yield entry
                 for entry in links:
-                    yield replace(entry, link_target=c.readlink(entry.path))
+                    yield replace(entry, link_target=_text(c.readlink(_b(entry.path))))
             except FerryError:
                 raise
             except Exception as exc:
@@ -656,7 +721,7 @@ class SFTPBackend(Backend):
             probe = path.rstrip("/") or "/"
             while probe not in ("/", ""):
                 try:
-                    attr = c.stat(probe)
+                    attr = c.stat(_b(probe))
                 except OSError:
                     probe = posixpath.dirname(probe)
                     continue
@@ -669,10 +734,10 @@ class SFTPBackend(Backend):
         path = self._abs(path)
         with self._host.sftp() as c:
             try:
-                attr = c.lstat(path)
+                attr = c.lstat(_b(path))
                 entry = _entry(path, posixpath.basename(path.rstrip("/")) or path, attr)
                 if entry.kind is Kind.LINK:
-                    entry = replace(entry, link_target=c.readlink(path))
+                    entry = replace(entry, link_target=_text(c.readlink(_b(path))))
                 return entry
             except Exception as exc:
                 raise self._refine(c, exc, path) from exc
@@ -693,17 +758,17 @@ class SFTPBackend(Backend):
                 parent = posixpath.dirname(path.rstrip("/"))
                 while parent and parent != "/":
                     try:
-                        c.stat(parent)
+                        c.stat(_b(parent))
                         break
                     except FileNotFoundError:
                         todo.append(parent)
                         parent = posixpath.dirname(parent)
             for p in reversed(todo):
                 try:
-                    c.mkdir(p)
+                    c.mkdir(_b(p))
                 except OSError as exc:
                     try:
-                        attr = c.stat(p)
+                        attr = c.stat(_b(p))
                     except OSError:
                         raise _map_error(exc, self.display(p)) from exc
                     if not stat_mod.S_ISDIR(attr.st_mode or 0):
@@ -720,9 +785,9 @@ class SFTPBackend(Backend):
                     if recursive:
                         for child in list(self.list(path)):
                             self.remove(child.path, recursive=True)
-                    c.rmdir(path)
+                    c.rmdir(_b(path))
                 else:
-                    c.remove(path)
+                    c.remove(_b(path))
             except FerryError:
                 raise
             except OSError as exc:
@@ -734,14 +799,14 @@ class SFTPBackend(Backend):
         with self._host.sftp() as c:
             try:
                 if overwrite:
-                    c.posix_rename(src, dst)
+                    c.posix_rename(_b(src), _b(dst))
                     return
                 try:
-                    c.lstat(dst)
+                    c.lstat(_b(dst))
                     raise AlreadyExists(f"Already exists: {self.display(dst)}")
                 except FileNotFoundError:
                     pass
-                c.rename(src, dst)
+                c.rename(_b(src), _b(dst))
             except FerryError:
                 raise
             except Exception as exc:
@@ -763,7 +828,7 @@ class SFTPBackend(Backend):
     def symlink(self, target: str, path: str) -> None:
         with self._host.sftp() as c:
             try:
-                c.symlink(target, path)
+                c.symlink(_b(target), _b(path))
             except Exception as exc:
                 if self.exists(path):
                     raise AlreadyExists(f"Already exists: {self.display(path)}") from exc
@@ -773,7 +838,7 @@ class SFTPBackend(Backend):
         ts = mtime.timestamp()
         with self._host.sftp() as c:
             try:
-                c.utime(path, (ts, ts))
+                c.utime(_b(path), (ts, ts))
             except Exception as exc:
                 raise _map_error(exc, self.display(path)) from exc
 
