@@ -53,3 +53,19 @@ def in_process(
     with selected_keyring(monkeypatch, MEMORY):
         yield globus_server
     globus_auth.reset_shared_auth()
+
+
+@pytest.fixture
+def client_fake(
+    globus_server: FakeGlobusServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[FakeGlobus]:
+    """This process talks to the fake as a service account (GLOBUS_CLIENT_ID/SECRET)."""
+    from ferry.credentials import globus_auth
+
+    for k, v in globus_server.env(client=True).items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.setenv("FERRY_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setenv("FERRY_DATA_DIR", str(tmp_path / "data"))
+    globus_auth.reset_shared_auth()
+    yield globus_server.fake
+    globus_auth.reset_shared_auth()

@@ -97,6 +97,7 @@ class FakeGlobus:
         self.auth_codes: dict[str, list[str]] = {}
         self.base_url = ""
         self.consent_refusals = 0
+        self.extra_names: dict[tuple[str, str], list[str]] = {}  # (collection, folder) -> odd names listed
 
     # ---- arranging ----
     def add_collection(self, cid: str | None = None, name: str = "Test collection", **doc: Any) -> str:
@@ -687,7 +688,8 @@ class Handler(BaseHTTPRequestHandler):
                     "symlink_supported": False,
                     "length": len(page),
                     "total": len(kids),
-                    "DATA": [fake.doc_for(cid, p, v) for p, v in page],
+                    "DATA": [fake.doc_for(cid, p, v) for p, v in page]
+                    + [{**fake.doc_for(cid, "x", b"odd"), "name": n} for n in fake.extra_names.get((cid, norm), [])],
                 },
             )
             return

@@ -23,14 +23,8 @@ from globus.fake_globus import FakeGlobus, FakeGlobusServer
 
 
 @pytest.fixture
-def fake(globus_server: FakeGlobusServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGlobus]:
-    for k, v in globus_server.env(client=True).items():
-        monkeypatch.setenv(k, v)
-    monkeypatch.setenv("FERRY_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.setenv("FERRY_DATA_DIR", str(tmp_path / "data"))
-    globus_auth.reset_shared_auth()
-    yield globus_server.fake
-    globus_auth.reset_shared_auth()
+def fake(client_fake: FakeGlobus) -> FakeGlobus:
+    return client_fake
 
 
 class Events:

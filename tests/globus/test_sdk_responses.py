@@ -125,7 +125,7 @@ def test_delete_is_a_task_followed_to_its_end(backend: gb.GlobusBackend) -> None
     assert done["status"] == "SUCCEEDED"
     polls = [c for c in responses.calls if c.request.url.endswith(f"/task/{task_id}")]
     assert len(polls) == 2
-    body = [c for c in responses.calls if c.request.url.endswith("/delete")][0].request.body
+    body = next(c for c in responses.calls if c.request.url.endswith("/delete")).request.body
     assert b'"recursive": true' in body and b"/d/old" in body
 
 
