@@ -5,7 +5,6 @@ and a crash between submitting and recording the task never submits the data twi
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from ferry.credentials import globus_auth
 from ferry.transfers.options import JobOptions
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import NewTask, Store, Task, TaskResult
-from globus.fake_globus import FakeGlobus, FakeGlobusServer
+from globus.fake_globus import FakeGlobus
 
 
 @pytest.fixture
