@@ -85,8 +85,10 @@ class WatchSpec:
 
     @property
     def close_grace(self) -> float:
-        """How long a closed (or renamed-in) file must stay untouched before it is queued."""
-        return min(1.0, self.settle / 2)
+        """How long a closed (or renamed-in) file must stay untouched before it is queued: long
+        enough for a writer's "close, then rename or delete the temporary file", short enough
+        not to delay shipping noticeably."""
+        return min(0.25, self.settle / 4)
 
 
 @dataclass(frozen=True)
@@ -422,6 +424,16 @@ class Watcher:
         # Often enough to notice settling promptly; rarely enough to cost nothing on a quiet folder.
         return min(1.0, max(0.05, self.spec.settle / 4))
 
+    def _next_timeout(self) -> float:
+        """Sleep until the next candidate may be complete (events wake us earlier), at most a tick."""
+        now = self.clock()
+        soonest = self._tick()
+        with self._lock:
+            for c in self._pending.values():
+                due = c.closed_at + self.spec.close_grace if c.closed else c.changed_at + self.spec.settle
+                soonest = min(soonest, due - now)
+        return max(0.01, soonest)
+
     def _loop(self) -> None:
         spec = self.spec
         self._scan_all()
@@ -429,7 +441,7 @@ class Watcher:
         while not self._stop.is_set():
             ino = self._inotify
             if ino is not None:
-                self._handle_events(ino.read(self._tick()))
+                self._handle_events(ino.read(self._next_timeout()))
                 if ino.overflowed:
                     ino.overflowed = False
                     self._scan_all()
