@@ -228,3 +228,11 @@ def test_without_https_or_gcp_ferry_says_what_to_do(gferry: Ferry, globus_fake: 
     res = gferry("cp", str(tmp_path / "f.txt"), f"globus://{a}/in/")
     assert res.returncode == 1, describe(res)
     assert "install Globus Connect Personal" in res.stderr and "HTTPS enabled" in res.stderr, describe(res)
+    # With Globus Connect Personal installed, the advice names this computer's collection.
+    gcp = globus_fake.add_collection(name="laptop", gcp_connected=True)
+    (tmp_path / "gcp" / "lta").mkdir(parents=True)
+    (tmp_path / "gcp" / "lta" / "client-id.txt").write_text(gcp)
+    gferry.extra_env["FERRY_GCP_CONFIG_DIR"] = str(tmp_path / "gcp")
+    res = gferry("cp", str(tmp_path / "f.txt"), f"globus://{a}/in/")
+    assert res.returncode == 1
+    assert f"globus://{gcp}/~/PATH globus://{a}/PATH" in res.stderr, describe(res)

@@ -294,8 +294,21 @@ class GlobusBackend(Backend):
     def _https_base(self) -> str:
         base = self.https_server
         if base is None:
-            raise Unsupported(NO_STREAM_ADVICE.format(c=self.collection))
+            raise Unsupported(self._no_stream_advice())
         return base
+
+    def _no_stream_advice(self) -> str:
+        from ferry.backends.globus_local import gcp_collection_id
+
+        gcp = gcp_collection_id()
+        if gcp:  # Globus Connect Personal is here: say the exact command
+            return (
+                f"Globus collection {self.collection} has no HTTPS server, so files cannot stream between it and "
+                f"this computer directly. This computer is Globus collection {gcp} (Globus Connect Personal): "
+                f"copy between the two collections instead, e.g. ferry cp -r globus://{gcp}/~/PATH "
+                f"globus://{self.collection}/PATH ('ferry globus this-computer' shows whether it is connected)."
+            )
+        return NO_STREAM_ADVICE.format(c=self.collection)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
         try:
@@ -338,6 +351,9 @@ class GlobusBackend(Backend):
             from ferry.backends.globus_tasks import GlobusDelegation
 
             return GlobusDelegation(src, dst)
+        # Streaming through this computer: only over HTTPS. Without it, the job fails before it
+        # starts with one sentence saying what to do, instead of once per file.
+        self._https_base()
         return None
 
     def share(self, path: str, request: ShareRequest) -> Link:
