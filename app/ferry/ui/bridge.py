@@ -12,6 +12,7 @@ and join it before the window goes away (a late signal must never reach a delete
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from ferry.core.cancel import CancelToken
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+SWITCH_INTERVAL = 0.0005
 
 
 class _Cancelled(Exception):
@@ -38,6 +40,11 @@ class Bridge(QObject):
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
+        # Every call from Qt into Python (a model's data() while painting, a slot) must take the
+        # GIL; while a worker thread runs Python it hands the GIL over only every switch
+        # interval (5 ms by default), so a repaint of a few hundred cells could wait for seconds
+        # behind a busy listing or transfer. A 0.5 ms interval keeps each wait short.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
         self._deliver.connect(self._on_deliver)
         self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
