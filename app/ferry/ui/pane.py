@@ -377,7 +377,11 @@ class Pane(QWidget):
             # the GIL while this worker runs, so the worker steps aside instead.
             consumed.wait(1.0)
             consumed.clear()
-            post(lambda: (self._on_batch(gen, b), QTimer.singleShot(PAINT_MS, consumed.set)))
+            def show() -> None:
+                self._on_batch(gen, b)
+                QTimer.singleShot(PAINT_MS, consumed.set)
+
+            post(show)
 
         def work() -> int:
             backend = pool.get(address)
