@@ -84,6 +84,27 @@ def test_failed_task_shows_the_service_message_and_retry_resubmits(gferry: Ferry
     assert gferry.job(1)["state"] == "done"
 
 
+def test_globus_cancel_cancels_a_detached_task(gferry: Ferry, globus_fake: FakeGlobus) -> None:
+    a, b = _two(globus_fake)
+    globus_fake.task_script = ["ACTIVE"]
+    gferry.ok("globus", "transfer", "-r", "--no-wait", f"globus://{a}/data/run42", f"globus://{b}/project/")
+    assert globus_fake.submitted == []  # queued only
+    # A runner submits it, then goes away (SIGTERM): the task keeps running on the service.
+    proc = gferry.popen("queue", "run", "--json")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if '"event": "job"' in line and "submitted" in line:
+            break
+    proc.terminate()
+    proc.communicate(timeout=60)
+    (task,) = globus_fake.tasks.values()
+    assert task.status == "ACTIVE"
+    res = gferry.ok("globus", "cancel", "1")
+    assert "cancelled" in res.stdout
+    assert task.status == "FAILED" and task.fatal == {"code": "CANCELED", "description": "canceled"}
+    assert gferry.job(1)["state"] == "cancelled"
+
+
 def test_rename_policy_is_refused_for_globus_tasks(gferry: Ferry, globus_fake: FakeGlobus) -> None:
     a, b = _two(globus_fake)
     res = gferry("cp", "-r", "--on-conflict", "rename", f"globus://{a}/data/run42", f"globus://{b}/project/")

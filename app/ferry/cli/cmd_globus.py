@@ -80,6 +80,12 @@ def register(sub: Any) -> None:
     q.set_defaults(handler=cmd_transfer)
 
     q = gsub.add_parser(
+        "cancel", help="cancel the Globus task of a queued job, even when no 'ferry queue run' follows it"
+    )
+    q.add_argument("job", type=int, metavar="JOB", help="the job number (ferry queue list)")
+    q.set_defaults(handler=cmd_cancel)
+
+    q = gsub.add_parser(
         "schedule",
         help="run a transfer later or repeatedly on the Globus service (Timers), even with this computer off",
     )
@@ -367,6 +373,29 @@ def cmd_transfer(args: argparse.Namespace) -> int:
         )
     store.close()
     return code
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    """Cancel the service's task and the job: a detached task (paused, or no runner) keeps going otherwise."""
+    from ferry.backends.globus import GlobusBackend
+    from ferry.backends.globus_tasks import KEY_TASK
+    from ferry.core.address import parse_address
+    from ferry.transfers.store import Store
+
+    store = Store()
+    try:
+        job = store.job(args.job)
+        task_id = store.job_value(job.id, KEY_TASK)
+        if not task_id:
+            raise UsageError(f"Job {job.id} has no Globus task (use 'ferry queue cancel {job.id}')")
+        backend = GlobusBackend(parse_address(job.sources[0]))
+        res = backend.call("cancelling the Globus task", lambda tc: tc.cancel_task(task_id))
+        if job.state not in ("done", "failed", "cancelled"):
+            store.set_job_state(job.id, "cancelled", f"Globus task {task_id} cancelled")
+        print(f"Globus task {task_id}: {res.get('message') or res.get('code')}")
+    finally:
+        store.close()
+    return 0
 
 
 class _GlobusListener:
