@@ -72,6 +72,7 @@ class HostKeyDialog(QDialog):
         mono.setStyleHint(QFont.StyleHint.Monospace)
         fp.setFont(mono)
         lay.addWidget(fp)
+        self.fingerprint_label = fp
         line = QPlainTextEdit(f"{host} {key_type} <key as sent by the server>")
         line.setReadOnly(True)
         line.setMaximumHeight(48)
