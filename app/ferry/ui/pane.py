@@ -377,6 +377,7 @@ class Pane(QWidget):
             # the GIL while this worker runs, so the worker steps aside instead.
             consumed.wait(1.0)
             consumed.clear()
+
             def show() -> None:
                 self._on_batch(gen, b)
                 QTimer.singleShot(PAINT_MS, consumed.set)

@@ -216,6 +216,10 @@ class SiteManagerDialog(QDialog):
     def new_site(self) -> None:
         self.list.clearSelection()
         self.list.setCurrentRow(-1)
+        self._clear_form()
+        self.name.setFocus()
+
+    def _clear_form(self) -> None:
         for w in (
             self.name,
             self.description,
@@ -238,13 +242,12 @@ class SiteManagerDialog(QDialog):
         ):
             w.clear()
         self.port.setValue(22)
-        self.name.setFocus()
 
     def _load(self, item: QListWidgetItem | None) -> None:
         if item is None:
             return
         site: Site = item.data(Qt.ItemDataRole.UserRole)
-        self.new_site()
+        self._clear_form()
         self.name.setText(site.name)
         self.description.setText(site.description)
         a = site.base_address()
