@@ -76,7 +76,9 @@ class Shooter:
 
         from ferry.ui.theme import app_icon, apply_theme
 
-        self.app = QApplication.instance() or QApplication(["ferry"])
+        app = QApplication.instance() or QApplication(["ferry"])
+        assert isinstance(app, QApplication)
+        self.app = app
         self.app.setApplicationName("Ferry")
         self.app.setOrganizationName("Ferry")
         self.app.setWindowIcon(app_icon())

@@ -67,7 +67,7 @@ def render_pngs(svg: Path, sizes: tuple[int, ...]) -> dict[int, bytes]:
         data = QByteArray()
         buf = QBuffer(data)
         buf.open(QIODevice.OpenModeFlag.WriteOnly)
-        if not image.save(buf, "PNG"):
+        if not image.save(buf, "PNG"):  # type: ignore[call-overload]  # the stubs say bytes; PySide6 wants str
             raise SystemExit(f"render_icons: Qt could not encode a {size}px PNG")
         buf.close()
         out[size] = bytes(data.data())
