@@ -28,8 +28,12 @@ def send_to_running(args: list[str], timeout_ms: int = 1000) -> bool:
         return False
     sock.write(json.dumps({"open": args}).encode("utf-8") + b"\n")
     sock.flush()
-    ok = sock.waitForBytesWritten(timeout_ms)
-    sock.waitForReadyRead(timeout_ms)  # the window acknowledges, so we know it was read
+    # The window acknowledges once it has read the request; without that, open our own.
+    deadline = timeout_ms * 3
+    while not sock.canReadLine() and deadline > 0 and sock.state() == QLocalSocket.LocalSocketState.ConnectedState:
+        sock.waitForReadyRead(100)
+        deadline -= 100
+    ok = sock.canReadLine() and bytes(sock.readLine().data()).strip() == b"ok"
     sock.disconnectFromServer()
     return ok
 
