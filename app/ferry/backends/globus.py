@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LS_PAGE = 100_000  # the service's maximum per call
+SEEN_TTL = 30.0  # seconds a listed entry may stand in for a stat
+SEEN_MAX = 200_000  # entries remembered from listings at most
 T = TypeVar("T")
 
 NO_STREAM_ADVICE = (
@@ -169,6 +172,10 @@ class GlobusBackend(Backend):
         self._auth: GlobusAuth | None = None
         self._tc: globus_sdk.TransferClient | None = None
         self._folders: set[str] = set()  # folders known to exist (uploads check each once)
+        # Entries seen in recent listings: the copier stats every source file again, and each
+        # Transfer API call is a round trip to the service (tens of ms or more).
+        self._seen: dict[str, tuple[float, Entry]] = {}
+        self._seen_lock = threading.Lock()
 
     # -- service access --
     @property
@@ -246,11 +253,14 @@ class GlobusBackend(Backend):
                 ),
             )
             data = page.get("DATA") or []
-            for doc in data:
-                name = str(doc.get("name", ""))
-                if name in (".", ".."):
-                    continue
-                yield entry_from_doc(folder, doc)
+            now = time.monotonic()
+            entries = [entry_from_doc(folder, d) for d in data if str(d.get("name", "")) not in (".", "..")]
+            with self._seen_lock:
+                if len(self._seen) > SEEN_MAX:
+                    self._seen.clear()
+                for e in entries:
+                    self._seen[e.path] = (now, e)
+            yield from entries
             # A full page means there may be more; the service does not always send a total.
             if len(data) < LS_PAGE:
                 return
@@ -258,6 +268,10 @@ class GlobusBackend(Backend):
 
     def stat(self, path: str) -> Entry:
         target = path or "/"
+        with self._seen_lock:
+            hit = self._seen.pop(target.rstrip("/") or "/", None)  # used once: a later stat asks again
+        if hit is not None and time.monotonic() - hit[0] < SEEN_TTL:
+            return hit[1]
         doc = self.call(f"looking at {self.display(target)}", lambda tc: tc.operation_stat(self.collection, target))
         data = dict(doc.data)
         if target.rstrip("/") == "" or target == "/":
@@ -281,6 +295,10 @@ class GlobusBackend(Backend):
         folder, name = self.split(path)
         self._check_folder(folder)
         return HTTPSWriter(self, base, path, self.join(folder, temp_name(name, token)), size)
+
+    def _forget_seen(self) -> None:
+        with self._seen_lock:
+            self._seen.clear()
 
     def _check_folder(self, folder: str) -> None:
         """Raise NotFound for a missing folder before an upload starts (the copier then creates it):
@@ -311,6 +329,7 @@ class GlobusBackend(Backend):
         return NO_STREAM_ADVICE.format(c=self.collection)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        self._forget_seen()
         try:
             self.call(f"creating {self.display(path)}", lambda tc: tc.operation_mkdir(self.collection, path))
         except AlreadyExists:
@@ -327,6 +346,7 @@ class GlobusBackend(Backend):
 
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Delete through a delete task (the service's only way), followed until it ends."""
+        self._forget_seen()
         from ferry.backends.globus_tasks import run_delete
 
         entry = self.stat(path)
@@ -335,6 +355,7 @@ class GlobusBackend(Backend):
         run_delete(self, [path], recursive=entry.is_dir)
 
     def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        self._forget_seen()
         if self.exists(dst):
             if not overwrite:
                 raise AlreadyExists(f"Already exists: {self.display(dst)}")
