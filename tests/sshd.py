@@ -183,8 +183,13 @@ class SshServer:
         use_pam: bool = False,
         extra_config: Sequence[str] = (),
         startup_timeout: float = 10.0,
+        pam_stack: str | None = None,
     ) -> None:
         self.sshd = require_sshd()
+        # sshd names its PAM service after the program it runs as (``__progname``): a symlink with
+        # a name of our own selects an /etc/pam.d file of our own, leaving the system's sshd alone.
+        self.pam_stack = pam_stack
+        self.pam_file: Path | None = None
         self.options = {
             "MaxSessions": str(max_sessions),
             "PasswordAuthentication": "yes" if password_authentication else "no",
@@ -226,6 +231,15 @@ class SshServer:
             self._make_keys()
             self.root.mkdir(mode=0o755)
             self.chown(self.root)
+            if self.pam_stack is not None:
+                if os.geteuid() != 0:
+                    raise PermissionError("a PAM stack of its own needs a root-run sshd (/etc/pam.d)")
+                service = f"ferry-test-{self.dir.name.rsplit('-', 1)[-1].lower()}"
+                link = self.dir / service
+                link.symlink_to(self.sshd)
+                self.sshd = str(link)
+                self.pam_file = Path("/etc/pam.d") / service
+                self.pam_file.write_text(self.pam_stack)
             if os.geteuid() == 0:
                 Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # privsep chroot
             for _attempt in range(5):
@@ -303,6 +317,9 @@ class SshServer:
                     self.process.kill()
                     self.process.wait(timeout)
             self.process = None
+        if self.pam_file is not None:
+            self.pam_file.unlink(missing_ok=True)
+            self.pam_file = None
         if self._password_set:
             _clear_password()
             self._password_set = False

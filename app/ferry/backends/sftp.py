@@ -51,6 +51,7 @@ from ferry.credentials.ssh_config import SshTarget, resolve
 log = logging.getLogger("ferry.sftp")
 
 WINDOW = 64 << 20
+SLOT_WAIT = 120.0  # seconds to wait for a free channel before handing the file back to the queue
 READ_DEPTH = 16  # more read-ahead makes paramiko copy its growing buffer on every read
 _HASH_TOOLS = {"sha256": "sha256sum", "sha1": "sha1sum", "md5": "md5sum", "blake3": "b3sum"}
 
@@ -95,9 +96,11 @@ class _Host:
         self._transport: Any = None
         self._jump: _Host | None = None
         self._idle: list[Any] = []
-        self._open = 0
-        self.max_channels = 9  # MaxSessions 10 by default; one kept for exec
-        self._cond = threading.Condition(self._lock)
+        self._open = 0  # session channels open (SFTP, idle or borrowed, and exec)
+        self.max_sessions = 10  # OpenSSH's default MaxSessions; lowered when the server says no
+        self._generation = 0  # bumped on every (re)connect: channels of an old transport are gone
+        self._cond = threading.Condition(threading.Lock())  # the channel budget (not _lock: a
+        # login may wait on a person for minutes while channels of the old transport come back)
         self.home = "/"
         self.hash_tools: dict[str, str] = {}
         self._trusted_once: set[str] = set()
@@ -154,9 +157,12 @@ class _Host:
             raise
         if t.server_alive_interval:
             transport.set_keepalive(t.server_alive_interval)
-        self._transport = transport
-        self._idle.clear()
-        self._open = 0
+        with self._cond:
+            self._transport = transport
+            self._generation += 1
+            self._idle.clear()
+            self._open = 0
+            self._cond.notify_all()
 
     def _check_host_key(self, transport: Any) -> None:
         import paramiko
@@ -239,12 +245,19 @@ class _Host:
         if done and remaining is not None and "keyboard-interactive" not in remaining and "password" not in remaining:
             raise AuthError(f"Login to {title} needs {', '.join(remaining)}, which Ferry cannot do")
 
+        unanswered: list[BaseException] = []
+
         def handler(title_: str, instructions: str, fields: list[tuple[str, bool]]) -> list[str]:
+            # Runs on paramiko's thread: an unanswerable prompt is kept and raised on ours.
             text = "\n".join(x for x in (title_, instructions) if x)
             answers = []
-            for prompt, echo in fields:
-                answers.append(prompts.prompter().ask(title, (text + "\n" if text else "") + prompt, echo=echo))
-                text = ""
+            try:
+                for prompt, echo in fields:
+                    answers.append(prompts.prompter().ask(title, (text + "\n" if text else "") + prompt, echo=echo))
+                    text = ""
+            except BaseException as exc:
+                unanswered.append(exc)
+                raise
             return answers
 
         try:
@@ -254,8 +267,12 @@ class _Host:
         except paramiko.BadAuthenticationType:
             pass
         except paramiko.AuthenticationException as exc:
+            if unanswered:
+                raise unanswered[0] from exc
             if "keyboard-interactive" not in str(exc).lower():
                 raise AuthError(f"Login to {title} failed: wrong answer or code") from exc
+        if unanswered:
+            raise unanswered[0]
         try:
             password = prompts.prompter().ask(title, f"{title}'s password: ", echo=False)
             transport.auth_password(t.user, password)
@@ -277,57 +294,112 @@ class _Host:
         finally:
             self._give_back(client, ok)
 
+    def _acquire_slot(self) -> int:
+        """Wait for room under the session budget (MaxSessions covers SFTP and exec channels
+        alike); returns the connection generation the slot belongs to. An idle SFTP channel is
+        closed to make room when nothing else is free."""
+        waited = 0.0
+        with self._cond:
+            while True:
+                if self._open < self.max_sessions:
+                    self._open += 1
+                    return self._generation
+                if self._idle:
+                    victim = self._idle.pop(0)
+                    self._open -= 1
+                    try:
+                        victim.close()
+                    except Exception:
+                        pass
+                    continue
+                if waited >= SLOT_WAIT:
+                    # Every channel held by a transfer waiting for another: let the queue retry.
+                    raise Transient(f"No free SSH channel to {self.target.hostname} (MaxSessions {self.max_sessions})")
+                self._cond.wait(1.0)
+                waited += 1.0
+
+    def _release_slot(self, generation: int) -> None:
+        with self._cond:
+            if generation == self._generation:
+                self._open -= 1
+            self._cond.notify()
+
+    def _refused(self, exc: BaseException, generation: int) -> None:
+        """The server said no to one more channel: its real MaxSessions is what is open now.
+        Remember it and wait for a channel instead of failing."""
+        with self._cond:
+            if generation == self._generation:
+                self._open -= 1
+                self.max_sessions = max(1, self._open)
+            self._cond.notify()
+        log.info("%s refused another channel (%s); using at most %d", self.target.hostname, exc, self.max_sessions)
+
+    def _open_channel(self, make: Any) -> tuple[Any, int]:
+        import paramiko
+
+        for _attempt in range(50):
+            transport = self.transport()
+            generation = self._acquire_slot()
+            try:
+                return make(transport), generation
+            except paramiko.ChannelException as exc:
+                if self._open <= 1 and generation == self._generation:
+                    self._release_slot(generation)
+                    raise Transient(f"{self.target.hostname} refused every channel", detail=str(exc)) from exc
+                self._refused(exc, generation)
+            except Exception as exc:
+                self._release_slot(generation)
+                raise _map_error(exc, self.target.hostname) from exc
+        raise Transient(f"{self.target.hostname} keeps refusing channels")
+
     def _borrow(self) -> Any:
         import paramiko
 
-        transport = self.transport()
         with self._cond:
-            while True:
-                if self._idle:
-                    return self._idle.pop()
-                if self._open < self.max_channels:
-                    self._open += 1
-                    break
-                self._cond.wait(1.0)
-        try:
-            client = paramiko.SFTPClient.from_transport(transport, window_size=WINDOW)
-        except paramiko.ChannelException as exc:
-            # The server's MaxSessions: remember the real limit and wait for a channel instead.
-            with self._cond:
-                self._open -= 1
-                self.max_channels = max(1, self._open)
-            log.info("server refused another channel (%s); using at most %d", exc, self.max_channels)
-            return self._borrow()
-        except Exception as exc:
-            with self._cond:
-                self._open -= 1
-            raise _map_error(exc, self.target.hostname) from exc
-        assert client is not None
+            if self._idle:
+                return self._idle.pop()
+        client, generation = self._open_channel(
+            lambda transport: paramiko.SFTPClient.from_transport(transport, window_size=WINDOW)
+        )
+        if client is None:
+            self._release_slot(generation)
+            raise Transient(f"{self.target.hostname} did not start its SFTP subsystem")
+        client._ferry_generation = generation
         return client
 
     def _give_back(self, client: Any, ok: bool) -> None:
         with self._cond:
-            if ok and client.sock.active and not client.sock.closed:
+            current = getattr(client, "_ferry_generation", -1) == self._generation
+            if ok and current and client.sock.active and not client.sock.closed:
                 self._idle.append(client)
             else:
-                self._open -= 1
+                if current:
+                    self._open -= 1
                 try:
                     client.close()
                 except Exception:
                     pass
             self._cond.notify()
 
-    def run(self, command: str, timeout: float = 600) -> tuple[int, bytes, bytes]:
-        transport = self.transport()
-        chan = transport.open_session(timeout=30)
+    def run(self, command: str, timeout: float = 600, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
+        """Run ``command`` on an exec channel (one session slot while it runs)."""
+        chan, generation = self._open_channel(lambda transport: transport.open_session(timeout=30))
         try:
             chan.settimeout(timeout)
             chan.exec_command(command)
+            if stdin is not None:
+                chan.sendall(stdin)
+            chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()
             return chan.recv_exit_status(), out, err
+        except FerryError:
+            raise
+        except Exception as exc:
+            raise _map_error(exc, self.target.hostname) from exc
         finally:
             chan.close()
+            self._release_slot(generation)
 
     def detect_hash_tools(self) -> None:
         probe = "for t in sha256sum sha1sum md5sum b3sum; do command -v $t >/dev/null 2>&1 && echo $t; done"
@@ -368,11 +440,12 @@ def _load_key(path: str, title: str) -> Any:
         return paramiko.PKey.from_path(path)
     except FileNotFoundError:
         return None
-    except paramiko.PasswordRequiredException:
+    except (paramiko.PasswordRequiredException, TypeError):
+        # paramiko 5 raises TypeError ("Key is password-protected...") for encrypted OpenSSH keys.
         passphrase = prompts.prompter().ask(title, f"Enter passphrase for key '{path}': ", echo=False)
         try:
-            return paramiko.PKey.from_path(path, passphrase=passphrase.encode())
-        except paramiko.SSHException as exc:
+            return paramiko.PKey.from_path(path, passphrase.encode())  # bytes, despite the hint
+        except (paramiko.SSHException, ValueError, TypeError) as exc:
             raise AuthError(f"Wrong passphrase for key {path}") from exc
     except (paramiko.SSHException, OSError, ValueError) as exc:
         log.warning("cannot use key %s: %s", path, exc)
@@ -601,14 +674,23 @@ class SFTPWriter(Writer):
 
     def finish(self) -> str | None:
         self._close_file()
+        # Give the channel back before hashing: the remote hash needs an exec channel of its own,
+        # and under a small MaxSessions every worker holding one while waiting for another deadlocks.
+        self._release()
         if self._readback is None:
             return None
         return self.backend.hash(self.temp_path, self._readback)
 
+    def _channel(self) -> Any:
+        if self._cm is None:
+            self._cm = self.backend._host.sftp()
+            self._client = self._cm.__enter__()
+        return self._client
+
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
         try:
             self._close_file()
-            c = self._client
+            c = self._channel()
             if mtime is not None:
                 ts = mtime.timestamp()
                 c.utime(_b(self.temp_path), (ts, ts))
@@ -636,7 +718,7 @@ class SFTPWriter(Writer):
                 pass
             if not keep_partial:
                 try:
-                    self._client.remove(_b(self.temp_path))
+                    self._channel().remove(_b(self.temp_path))
                 except Exception:
                     pass
         finally:
@@ -676,7 +758,7 @@ class SFTPBackend(Backend):
                 self._host.detect_hash_tools()
             hashes = tuple(self._host.hash_tools)
             self._caps = replace(
-                self._BASE, hashes=hashes, readback=bool(hashes), max_connections=self._host.max_channels
+                self._BASE, hashes=hashes, readback=bool(hashes), max_connections=max(1, self._host.max_sessions - 1)
             )
         return self._caps
 

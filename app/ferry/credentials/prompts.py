@@ -11,8 +11,9 @@ Answers are never logged, never put into exceptions, and never reused for a diff
 
 from __future__ import annotations
 
+import io
 import threading
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from ferry.core.errors import AuthError
 
@@ -38,6 +39,13 @@ class NobodyToAsk:
         return "no"
 
 
+def _tty() -> TextIO:
+    """The controlling terminal for reading and writing. ``open("/dev/tty", "r+")`` fails there:
+    a terminal is not seekable, which buffered read-write text files insist on."""
+    raw = io.FileIO("/dev/tty", "r+")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", write_through=True)  # type: ignore[arg-type]
+
+
 class TerminalPrompter:
     """Asks on the controlling terminal (``/dev/tty``), one question at a time."""
 
@@ -49,7 +57,7 @@ class TerminalPrompter:
 
         with self._lock:
             try:
-                with open("/dev/tty", "r+") as tty:
+                with _tty() as tty:
                     tty.write(f"\r\033[K[{title}]\n")
                     tty.flush()
                     if echo:
@@ -63,7 +71,7 @@ class TerminalPrompter:
     def confirm_host_key(self, host: str, key_type: str, fingerprint: str) -> str:
         with self._lock:
             try:
-                with open("/dev/tty", "r+") as tty:
+                with _tty() as tty:
                     tty.write(
                         f"\r\033[KThe authenticity of host '{host}' can't be established.\n"
                         f"{key_type} key fingerprint is {fingerprint}.\n"

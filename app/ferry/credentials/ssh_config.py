@@ -64,6 +64,9 @@ SUPPORTED = {
     "canonicaldomains",
     "canonicalizemaxdots",
     "canonicalizefallbacklocal",
+    # Debian's /etc/ssh/ssh_config sets these for every host.
+    "gssapiauthentication",
+    "gssapidelegatecredentials",
 }
 
 _INCLUDE_RE = re.compile(r"^\s*include\s+(.+)$", re.IGNORECASE)
