@@ -51,6 +51,9 @@ def test_ships_complete_files_as_they_appear(ferry: Ferry, tmp_path: Path, mode:
     assert (counters.shipped, counters.verified, counters.state) == (3, 3, "finished")
     job = ferry.job(started["job"])
     assert job["state"] == "done" and job["files_done"] == 3
+    assert (job["watch"]["shipped"], job["watch"]["verified"]) == (3, 3)  # 'ferry queue list --json'
+    shown = ferry.ok("queue", "show", str(started["job"]))
+    assert "watch:    finished; seen" in shown.stdout and "shipped 3, verified 3" in shown.stdout
 
 
 def test_kill_9_mid_stream_then_restart_neither_resends_nor_forgets(ferry: Ferry, tmp_path: Path) -> None:

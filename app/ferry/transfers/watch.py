@@ -205,6 +205,8 @@ class Watcher:
         self._error: BaseException | None = None
         self._inotify: Inotify | None = None
         self._delete_lock = threading.Lock()
+        self._retry_at = 0.0
+        self._retry_delay = 1.0
         self._last_activity = clock()
         self._marker = os.path.abspath(spec.until_file) if spec.until_file else None
 
@@ -526,10 +528,21 @@ class Watcher:
                     f"'ferry queue resume {self.job_id}' ships again"
                 )
             return True
-        if job.state in ("done", "failed"):  # finished by another runner meanwhile: open it again
+        if job.state in ("done", "failed"):
+            # The runner could not start the job (destination unreachable, say) or another runner
+            # finished it meanwhile: open it again, with a growing pause between attempts.
+            now = self.clock()
+            if now < self._retry_at:
+                return True
+            if job.state == "failed" and job.message:
+                self.on_message(f"job {self.job_id}: {job.message}; trying again in {self._retry_delay:.0f} s")
+            self._retry_at = now + self._retry_delay
+            self._retry_delay = min(60.0, self._retry_delay * 2)
             self.store.retry_failed(self.job_id)
             self.store.set_job_state(self.job_id, "queued", None, planned=0, finished=None)
             job = self.store.job(self.job_id)
+        else:
+            self._retry_delay = 1.0
         if (
             job.state in ("queued", "running")
             and (job.state == "queued" or not job.runner_alive)
