@@ -104,18 +104,6 @@ def register(sub: Any) -> None:
     p.set_defaults(handler=cmd_wait)
 
     p = qs.add_parser(
-        "wait",
-        help="wait until a job has finished; exit 0 if every file was verified, 1 if not",
-        description="Block until JOB finishes (run by 'ferry queue run', a watch or a script's Shipper). Exit "
-        "status 0 when every file arrived verified, 1 when files failed or the job was cancelled or paused "
-        "(e.g. the destination is full), or when --timeout passed first; as 'cp' would for a copy.",
-    )
-    p.add_argument("job", type=int, metavar="JOB")
-    p.add_argument("--timeout", metavar="DURATION", help="give up after this long, e.g. 90s, 2h (exit 1)")
-    p.add_argument("--json", action="store_true", help="print the job's final state as JSON")
-    p.set_defaults(handler=cmd_wait)
-
-    p = qs.add_parser(
         "run",
         help="process the queue headless; exit when it is empty or the window ends",
         description="Run queued jobs (all of them, or the JOBs given) until none is left, then exit. With "
@@ -363,40 +351,6 @@ def cmd_clear(args: argparse.Namespace) -> int:
     n = store.delete_jobs(j.id for j in jobs)
     print(f"Removed {n} finished job(s) from the queue")
     return EXIT_OK
-
-
-def cmd_wait(args: argparse.Namespace) -> int:
-    import time
-
-    from ferry.core.units import parse_duration
-
-    timeout = parse_duration(args.timeout) if args.timeout else None
-    store = _store()
-    job = store.job(args.job)  # unknown job: a clear error (exit 2) at once
-    deadline = None if timeout is None else time.monotonic() + timeout
-    hinted = False
-    started = time.monotonic()
-    while job.state not in ("done", "failed", "cancelled", "paused"):
-        now = time.monotonic()
-        if deadline is not None and now >= deadline:
-            if args.json:
-                print(json.dumps({**_job_dict(store, job), "timed_out": True}))
-            sys.stderr.write(f"ferry: job {job.id} is still {job.state} after {args.timeout}\n")
-            return EXIT_FAILED
-        if not hinted and now - started > 2 and not job.runner_alive and not args.json:
-            sys.stderr.write(f"Job {job.id} is {job.state}; waiting for 'ferry queue run' to run it\n")
-            hinted = True
-        time.sleep(min(0.25, max(0.0, deadline - now)) if deadline is not None else 0.25)
-        job = store.job(args.job)
-    d = _job_dict(store, job)
-    if args.json:
-        print(json.dumps({**d, "timed_out": False}))
-    else:
-        print(
-            f"Job {job.id} {job.state}: {d['files_done']:,} file(s) done, {d['files_skipped']:,} skipped, "
-            f"{d['files_failed']:,} failed" + (f" — {job.message}" if job.message else "")
-        )
-    return EXIT_OK if job.state == "done" else EXIT_FAILED
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
