@@ -281,3 +281,57 @@ def ferry_cmd() -> list[str]:
     from helpers import FERRY
 
     return list(FERRY)
+
+
+def test_shipper_queue_mode_and_a_killed_shipper_are_finished_by_queue_run(ferry: Ferry, tmp_path: Path) -> None:
+    """background=False leaves the shipping to 'ferry queue run'; a Shipper killed before finish()
+    leaves its files in the queue, and 'ferry queue run' ships them and finishes the job."""
+    import sys
+
+    for name in ("q.dat", "k1.dat", "k2.dat"):
+        (tmp_path / name).write_bytes(name.encode() * 10_000)
+    code = (
+        "import os, signal, sys\n"
+        "from ferry.api import Shipper\n"
+        "mode, dest = sys.argv[1], sys.argv[2]\n"
+        "if mode == 'queue':\n"
+        "    s = Shipper(dest, background=False)\n"
+        "    s.ship('q.dat')\n"
+        "    print(s.job_id, flush=True)\n"
+        "    s.finish(timeout=60)\n"
+        "    print('finished', flush=True)\n"
+        "else:\n"
+        "    s = Shipper(dest, bwlimit=4096)\n"  # slow: still on their way when killed
+        "    s.ship('k1.dat'); s.ship('k2.dat')\n"
+        "    print(s.job_id, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    env = ferry.env
+    queued = subprocess.Popen(
+        [sys.executable, "-c", code, "queue", str(tmp_path / "qdest")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert queued.stdout is not None
+    job = int(queued.stdout.readline())
+    ferry.ok("queue", "run", str(job))
+    out, err = queued.communicate(timeout=60)
+    assert queued.returncode == 0 and "finished" in out, err
+    assert (tmp_path / "qdest" / "q.dat").read_bytes() == b"q.dat" * 10_000
+    killed = subprocess.run(
+        [sys.executable, "-c", code, "kill", str(tmp_path / "kdest")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert killed.returncode == -9, killed.stderr
+    kjob = int(killed.stdout.split()[0])
+    res = ferry.ok("queue", "run", str(kjob))
+    assert ferry.job(kjob)["state"] == "done", describe(res)
+    for name in ("k1.dat", "k2.dat"):
+        assert (tmp_path / "kdest" / name).read_bytes() == name.encode() * 10_000
