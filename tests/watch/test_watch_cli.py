@@ -37,10 +37,10 @@ def test_ships_complete_files_as_they_appear(ferry: Ferry, tmp_path: Path, mode:
     assert partials(dst) == []
     result = next(e for e in events(out) if e["event"] == "result")
     assert result["state"] == "done" and result["reason"] == "until-file"
-    assert (result["shipped"], result["verified"], result["failed"], result["deleted"]) == (3, 3, 0, 0)
-    assert result["seen"] >= 3
+    assert (result["shipped"], result["verified"], result["failed"], result["deleted"]) == (4, 4, 0, 0)
+    assert result["seen"] >= 4
     # Sources stay without --delete-after-verify.
-    assert {p.name for p in src.rglob("*.h5")} == {"a.h5", "b.h5", "d.h5"}
+    assert {p.name for p in src.rglob("*.h5")} == {"a.h5", "b.h5", "d.h5", "e.h5"}
     # The counters are readable from the store by another process (the GUI, 'ferry queue show').
     from ferry.transfers.store import Store
     from ferry.transfers.watch import read_counters
@@ -48,12 +48,12 @@ def test_ships_complete_files_as_they_appear(ferry: Ferry, tmp_path: Path, mode:
     store = Store(tmp_path / "data" / "queue.db")
     counters = read_counters(store, started["job"])
     assert counters is not None
-    assert (counters.shipped, counters.verified, counters.state) == (3, 3, "finished")
+    assert (counters.shipped, counters.verified, counters.state) == (4, 4, "finished")
     job = ferry.job(started["job"])
-    assert job["state"] == "done" and job["files_done"] == 3
-    assert (job["watch"]["shipped"], job["watch"]["verified"]) == (3, 3)  # 'ferry queue list --json'
+    assert job["state"] == "done" and job["files_done"] == 4
+    assert (job["watch"]["shipped"], job["watch"]["verified"]) == (4, 4)  # 'ferry queue list --json'
     shown = ferry.ok("queue", "show", str(started["job"]))
-    assert "watch:    finished; seen" in shown.stdout and "shipped 3, verified 3" in shown.stdout
+    assert "watch:    finished; seen" in shown.stdout and "shipped 4, verified 4" in shown.stdout
 
 
 def test_kill_9_mid_stream_then_restart_neither_resends_nor_forgets(ferry: Ferry, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import Ferry, describe, file_digests, stop
+from helpers import Ferry, file_digests, stop
 from sftp.conftest import sshd  # noqa: F401  (the run's sshd fixture)
 from sshd import SshServer
 from watch.conftest import start_writer, wait_for_event, writer_result
@@ -75,4 +75,4 @@ def test_shipper_to_sftp(tmp_path: Path, remote: tuple[Path, Path], monkeypatch:
     for p in outs:
         assert (folder / "run7" / p.name).read_bytes() == p.read_bytes()
     res = s.status()
-    assert res["state"] == "done" and res["files_done"] == 3, describe
+    assert res["state"] == "done" and res["files_done"] == 3, res

@@ -51,6 +51,15 @@ def mixed(folder: str) -> dict[str, str]:
     # A subfolder made after the watch started.
     os.mkdir(os.path.join(folder, "sub"))
     expect["sub/d.h5"] = _write(os.path.join(folder, "sub", "d.h5"), 200_000)
+    # Appended by reopening it every so often (each append closes the file).
+    h = hashlib.sha256()
+    for _ in range(5):
+        data = os.urandom(20_000)
+        with open(os.path.join(folder, "e.h5"), "ab") as f:
+            f.write(data)
+        h.update(data)
+        time.sleep(0.15)
+    expect["e.h5"] = h.hexdigest()
     # Growing slowly, for longer than the settle time in total but never pausing that long.
     expect["a.h5"] = _write_slowly(os.path.join(folder, "a.h5"), chunks=25, chunk=64 * 1024, pause=0.1)
     return expect

@@ -85,9 +85,14 @@ class WatchSpec:
 
     @property
     def close_grace(self) -> float:
-        """How long a closed (or renamed-in) file must stay untouched before it is queued: long
-        enough for a writer's "close, then rename or delete the temporary file", short enough
-        not to delay shipping noticeably."""
+        """How long a file its writer closed must then stay untouched before it is queued: long
+        enough for "close, then rename or delete the temporary file" and for writers that reopen
+        a file to append every so often, short enough not to delay shipping noticeably."""
+        return min(1.0, self.settle / 2)
+
+    @property
+    def rename_grace(self) -> float:
+        """The same for a file renamed into place: the writer's own signal that it is complete."""
         return min(0.25, self.settle / 4)
 
 
@@ -136,6 +141,7 @@ class _Candidate:
     changed_at: float  # wall clock of the last change we know of
     closed: bool = False  # the writer closed it (inotify) and has not modified it since
     closed_at: float = 0.0
+    renamed: bool = False  # completed by a rename into place (shorter grace than a close)
     requeue: int | None = None  # task id: a rewritten file already shipped once
 
 
@@ -426,13 +432,16 @@ class Watcher:
         # Often enough to notice settling promptly; rarely enough to cost nothing on a quiet folder.
         return min(1.0, max(0.05, self.spec.settle / 4))
 
+    def _grace(self, cand: _Candidate) -> float:
+        return self.spec.rename_grace if cand.renamed else self.spec.close_grace
+
     def _next_timeout(self) -> float:
         """Sleep until the next candidate may be complete (events wake us earlier), at most a tick."""
         now = self.clock()
         soonest = self._tick()
         with self._lock:
             for c in self._pending.values():
-                due = c.closed_at + self.spec.close_grace if c.closed else c.changed_at + self.spec.settle
+                due = c.closed_at + self._grace(c) if c.closed else c.changed_at + self.spec.settle
                 soonest = min(soonest, due - now)
         return max(0.01, soonest)
 
@@ -676,11 +685,12 @@ class Watcher:
                 continue
             with self._lock:
                 if ev.mask & wi.IN_MODIFY:
-                    cand.closed = False
+                    cand.closed = cand.renamed = False
                     cand.changed_at = now
                 if ev.mask & (wi.IN_CLOSE_WRITE | wi.IN_MOVED_TO):
                     cand.closed = True
                     cand.closed_at = now
+                    cand.renamed = bool(ev.mask & wi.IN_MOVED_TO)
                 self._last_activity = now
 
     def _settle(self, now: float, *, flush: bool = False) -> None:
@@ -708,7 +718,7 @@ class Watcher:
                     ready.append((cand, e))
                 elif (cand.size, cand.mtime_us) != before and not cand.closed:
                     continue
-                elif (cand.closed and now - cand.closed_at >= self.spec.close_grace) or (
+                elif (cand.closed and now - cand.closed_at >= self._grace(cand)) or (
                     now - cand.changed_at >= self.spec.settle
                 ):
                     ready.append((cand, e))
