@@ -98,6 +98,7 @@ class FakeGlobus:
         self.auth_codes: dict[str, list[str]] = {}
         self.base_url = ""
         self.consent_refusals = 0
+        self.has_stat = True  # False: an older Transfer API without operation/stat
         self.extra_names: dict[tuple[str, str], list[str]] = {}  # (collection, folder) -> odd names listed
 
     # ---- arranging ----
@@ -699,6 +700,9 @@ class Handler(BaseHTTPRequestHandler):
                     + [{**fake.doc_for(cid, "x", b"odd"), "name": n} for n in fake.extra_names.get((cid, norm), [])],
                 },
             )
+            return
+        if op == "stat" and not fake.has_stat:
+            self._error(404, "NotFound", f"no route {op}")
             return
         if op == "stat":
             norm, node = fake.node(cid, q.get("path", "/"))

@@ -67,6 +67,18 @@ def test_cp_between_collections_is_one_task_followed_to_success(gferry: Ferry, g
     assert {t["state"] for t in files.values()} == {"done"}
 
 
+def test_works_without_the_stat_operation(gferry: Ferry, globus_fake: FakeGlobus) -> None:
+    """Older Transfer deployments (and some fakes) have no operation/stat: the parent's listing answers."""
+    a, b = _two(globus_fake)
+    globus_fake.has_stat = False
+    assert "scan_001.h5" in gferry.ok("ls", f"globus://{a}/data/run42").stdout
+    res = gferry("cp", "-r", f"globus://{a}/data/run42/", f"globus://{b}/project/")
+    assert res.returncode == 0, describe(res)
+    assert globus_fake.get(b, "/project/run42/meta/notes.txt") == b"notes"
+    res = gferry("ls", f"globus://{a}/data/nothing-here")
+    assert res.returncode == 1 and "Not found" in res.stderr
+
+
 def test_failed_task_shows_the_service_message_and_retry_resubmits(gferry: Ferry, globus_fake: FakeGlobus) -> None:
     a, b = _two(globus_fake)
     globus_fake.task_script = ["ACTIVE", "FAULT", "FAILED"]

@@ -92,6 +92,12 @@ def test_stat_with_the_sdks_recorded_response(backend: gb.GlobusBackend) -> None
 def test_stat_not_found_and_permission_denied_keep_the_service_words(backend: gb.GlobusBackend) -> None:
     meta = load_response(globus_sdk.TransferClient.operation_stat, case="not_found").metadata
     backend.collection = meta["endpoint_id"]
+    # stat's "not found" is checked against the parent's listing (servers without stat)
+    RegisteredResponse(
+        service="transfer",
+        path=f"/v0.10/operation/endpoint/{meta['endpoint_id']}/ls",
+        json={"DATA_TYPE": "file_list", "DATA": [_file("other")]},
+    ).add()
     with pytest.raises(NotFound) as nf:
         backend.stat("/~/foo")
     assert "Path not found" in nf.value.message

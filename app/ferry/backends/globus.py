@@ -160,6 +160,19 @@ def entry_from_doc(folder: str, doc: dict[str, Any], path: str | None = None) ->
     )
 
 
+def _doc_of(e: Entry) -> dict[str, Any]:
+    """An Entry back as the fields of a Transfer file document (for :func:`entry_from_doc`)."""
+    kind = {Kind.DIR: "dir", Kind.FILE: "file", Kind.LINK: "link"}.get(e.kind, "special")
+    return {
+        "type": kind,
+        "size": e.size,
+        "last_modified": e.mtime.isoformat() if e.mtime else None,
+        "permissions": f"{e.mode:o}" if e.mode is not None else None,
+        "link_target": e.link_target,
+        **dict(e.meta),
+    }
+
+
 class GlobusBackend(Backend):
     scheme = "globus"
 
@@ -272,7 +285,18 @@ class GlobusBackend(Backend):
             hit = self._seen.pop(target.rstrip("/") or "/", None)  # used once: a later stat asks again
         if hit is not None and time.monotonic() - hit[0] < SEEN_TTL:
             return hit[1]
-        doc = self.call(f"looking at {self.display(target)}", lambda tc: tc.operation_stat(self.collection, target))
+        what = f"looking at {self.display(target)}"
+        try:
+            doc = self.call(what, lambda tc: tc.operation_stat(self.collection, target))
+        except (AuthError, PermissionDenied, Transient):
+            raise
+        except FerryError as first:
+            # Not found, or a server without the (newer) stat operation: the parent's listing is
+            # the authority, as for the Globus CLI. A real "not found" keeps the service's words.
+            try:
+                return self._stat_by_listing(target)
+            except NotFound:
+                raise first from None
         data = dict(doc.data)
         if target.rstrip("/") == "" or target == "/":
             data.setdefault("type", "dir")
@@ -280,6 +304,32 @@ class GlobusBackend(Backend):
         clean = target.rstrip("/")
         data.setdefault("name", posixpath.basename(clean))
         return entry_from_doc(posixpath.dirname(clean), data, path=clean)
+
+    def _stat_by_listing(self, target: str) -> Entry:
+        clean = target.rstrip("/") or "/"
+        parent, name = posixpath.split(clean)
+        if not name or name == "~":  # the collection's root or the home folder: a listing proves it
+            self.call(
+                f"looking at {self.display(target)}",
+                lambda tc: tc.operation_ls(self.collection, path=target, limit=1),
+            )
+            return Entry(path=target, name="", kind=Kind.DIR)
+        try:
+            page = self.call(
+                f"looking at {self.display(target)}",
+                lambda tc: tc.operation_ls(self.collection, path=parent or "/", filter=f"name:={name}"),
+            )
+            docs = [dict(d) for d in page.get("DATA") or []]
+        except NotFound:
+            raise NotFound(f"Not found: {self.display(target)}") from None
+        except (AuthError, PermissionDenied, Transient):
+            raise
+        except FerryError:  # a filter the server does not understand: list the whole folder
+            docs = [{"name": e.name, **_doc_of(e)} for e in self.list(parent or "/")]
+        for d in docs:
+            if d.get("name") == name:
+                return entry_from_doc(parent or "/", d, path=clean)
+        raise NotFound(f"Not found: {self.display(target)}")
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
         from ferry.backends.globus_https import https_read

@@ -257,9 +257,8 @@ class GlobusDelegation:
                 total_known = files_total
             transferred = int(task.get("bytes_transferred") or 0)
             if transferred > seen_bytes:
+                # The service reports no byte total for a task, only files: progress is by files.
                 acc.add_bytes(transferred - seen_bytes)
-                with acc._lock:  # the service reports totals only as they become known
-                    acc.bytes_total = max(acc.bytes_total, acc.bytes_done)
                 seen_bytes = transferred
             done_files = int(task.get("files_transferred") or 0)
             for _ in range(max(0, done_files - seen_files)):
