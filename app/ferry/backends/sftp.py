@@ -226,14 +226,10 @@ class _Host:
             return True
 
         done = False
-        if not t.identities_only:
-            try:
-                for key in paramiko.Agent().get_keys():
-                    if try_key(key):
-                        done = True
-                        break
-            except paramiko.SSHException:
-                pass
+        for key in _agent_keys(t.identity_agent, t.identities_only, t.identity_files):
+            if try_key(key):
+                done = True
+                break
         if not done:
             for path in t.identity_files or _default_identities():
                 key = _load_key(path, title)
@@ -425,6 +421,42 @@ class _Host:
                 self._jump.close()
 
 
+def _agent_keys(identity_agent: str | None, identities_only: bool, files: list[str]) -> list[Any]:
+    """Keys the agent offers, as OpenSSH would use them: ``IdentityAgent`` picks the socket
+    (``none`` turns the agent off); with ``IdentitiesOnly`` only agent keys matching a listed
+    IdentityFile's public key are tried."""
+    import os
+
+    import paramiko
+    from paramiko.agent import AgentSSH
+
+    if identity_agent is not None and identity_agent.lower() == "none":
+        return []
+    try:
+        if identity_agent is None or identity_agent == "SSH_AUTH_SOCK":
+            keys = list(paramiko.Agent().get_keys())
+        else:
+            path = os.environ.get(identity_agent[1:], "") if identity_agent.startswith("$") else identity_agent
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(path)
+            agent = AgentSSH()
+            agent._connect(sock)
+            keys = list(agent.get_keys())
+    except (paramiko.SSHException, OSError) as exc:
+        log.info("no agent keys: %s", exc)
+        return []
+    if not identities_only:
+        return keys
+    wanted = set()
+    for f in files:
+        try:
+            with open(f + ".pub", encoding="ascii") as pub:
+                wanted.add(pub.read().split()[1])
+        except (OSError, IndexError):
+            continue
+    return [k for k in keys if k.get_base64() in wanted]
+
+
 def _default_identities() -> list[str]:
     import os
 
@@ -473,6 +505,8 @@ def _target_for(spec: str) -> SshTarget:
     """A ProxyJump hop: ``[user@]host[:port]`` or an ssh_config alias."""
     user = None
     port = None
+    if spec.startswith("ssh://"):  # ProxyJump also takes ssh://[user@]host[:port]
+        spec = spec[len("ssh://") :].rstrip("/")
     if "@" in spec:
         user, _, spec = spec.rpartition("@")
     if spec.count(":") == 1:

@@ -156,7 +156,8 @@ def _default_user() -> str:
 
 def resolve(host: str, user: str | None = None, port: int | None = None) -> SshTarget:
     """Apply ssh_config to ``host`` (an alias or a host name); explicit user/port win."""
-    opts: dict[str, Any] = dict(_load().lookup(host))
+    config = _load()
+    opts: dict[str, Any] = dict(config.lookup(host))
     hostname = str(opts.get("hostname", host))
     the_user = user or str(opts.get("user") or _default_user())
     target = SshTarget(
@@ -169,11 +170,13 @@ def resolve(host: str, user: str | None = None, port: int | None = None) -> SshT
     )
     if "identityagent" in opts:
         target.identity_agent = os.path.expanduser(str(opts["identityagent"]))
-    jump = opts.get("proxyjump")
+    # ProxyJump and ProxyCommand compete: whichever a matching block names first wins (OpenSSH).
+    first = _first_of(config, host, ("proxyjump", "proxycommand"))
+    jump = opts.get("proxyjump") if first != "proxycommand" else None
     if jump and str(jump).lower() != "none":
         target.proxy_jump = str(jump)
-    cmd = opts.get("proxycommand")
-    if cmd and str(cmd).lower() != "none" and not target.proxy_jump:
+    cmd = opts.get("proxycommand") if first != "proxyjump" else None
+    if cmd and str(cmd).lower() != "none":
         target.proxy_command = str(cmd)
     if "serveraliveinterval" in opts:
         target.server_alive_interval = int(opts["serveraliveinterval"])
@@ -193,6 +196,24 @@ def resolve(host: str, user: str | None = None, port: int | None = None) -> SshT
     for w in target.warnings:
         log.warning("%s", w)
     return target
+
+
+def _first_of(config: Any, host: str, keys: tuple[str, ...]) -> str | None:
+    """Which of ``keys`` the first block applying to ``host`` sets. paramiko's lookup merges
+    blocks and forgets the order; its parsed blocks keep it. A ``Match`` block naming one of the
+    keys counts as applying only when the merged lookup has that key (it matched)."""
+    merged = config.lookup(host)
+    for block in getattr(config, "_config", []):
+        found = [k for k in keys if k in block.get("config", {})]
+        if not found:
+            continue
+        if "host" in block:
+            if not config._pattern_matches(block["host"], host):
+                continue
+        elif not any(k in merged for k in found):
+            continue
+        return str(found[0])
+    return None
 
 
 def _expand(path: str, host: str, user: str) -> str:
