@@ -76,3 +76,29 @@ def test_shipper_to_sftp(tmp_path: Path, remote: tuple[Path, Path], monkeypatch:
         assert (folder / "run7" / p.name).read_bytes() == p.read_bytes()
     res = s.status()
     assert res["state"] == "done" and res["files_done"] == 3, res
+
+
+def test_watch_a_folder_on_the_server_by_polling(ferry: Ferry, tmp_path: Path, remote: tuple[Path, Path]) -> None:
+    """A remote source has no inotify: it is listed every so often; deletion re-reads it to check."""
+    from helpers import wait_until
+
+    config, folder = remote
+    ferry.extra_env["FERRY_SSH_CONFIG"] = str(config)
+    dst = tmp_path / "here"
+    marker = tmp_path / "STOP"
+    watch = ferry.popen(
+        "watch", f"sftp://{ALIAS}{folder}", dst, "--settle", "1s", "--until", marker, "--delete-after-verify", "--json"
+    )
+    try:
+        wait_for_event(watch, "watching")
+        data = b"remote output " * 5000
+        (folder / "r1.dat").write_bytes(data)
+        wait_until(lambda: (dst / "r1.dat").exists(), timeout=60, what="r1.dat shipped from the server")
+        marker.touch()
+        out, err = watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            stop(watch, signal.SIGKILL)
+    assert watch.returncode == 0, f"{out}\n{err}"
+    assert (dst / "r1.dat").read_bytes() == data
+    assert not (folder / "r1.dat").exists()

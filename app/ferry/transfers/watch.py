@@ -50,6 +50,7 @@ from ferry.backends.base import Backend, Entry, Kind
 from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
 from ferry.core.errors import FerryError, NotFound, UsageError, describe
+from ferry.core.hashing import hash_stream
 from ferry.transfers import watch_inotify as wi
 from ferry.transfers import watch_live
 from ferry.transfers.copy import AskFn
@@ -845,7 +846,7 @@ class Watcher:
             if checksum:
                 assert task.hash_algo is not None
                 # Re-read: what is deleted must be exactly the bytes that were verified.
-                if self.src.hash(task.src, task.hash_algo) != task.hash:
+                if self._source_hash(task.src, task.hash_algo) != task.hash:
                     self._keep(f"kept {self.src.display(task.src)}: it changed after it was shipped")
                     return
             else:
@@ -863,6 +864,13 @@ class Watcher:
             p = self._persisted
             self._persisted = replace(p, deleted=p.deleted + 1)
         self._persist(force=True)
+
+    def _source_hash(self, path: str, algo: str) -> str:
+        """The source's checksum: by the backend if it can (server-side), else by reading it here."""
+        if algo in self.src.capabilities.hashes:
+            return self.src.hash(path, algo)
+        with self.src.open_read(path) as f:
+            return hash_stream(f, algo)[0]
 
     def _keep(self, message: str) -> None:
         with self._lock:
