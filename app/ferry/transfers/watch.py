@@ -621,7 +621,11 @@ class Watcher:
                 return
             changed = now
             if self.src.scheme == "local" and mt is not None:
-                changed = min(now, mt / 1e6)  # untouched for long already: no need to wait again
+                # Untouched for long already (found at start, or moved in with its old time): no
+                # need to wait the whole settle time again, only long enough to see it is not
+                # growing (a copier that set an old time first would otherwise be caught).
+                confirm = min(self.spec.settle, 1.0)
+                changed = max(min(now, mt / 1e6), now - self.spec.settle + confirm)
             self._pending[path] = _Candidate(path, rel, e.size, mt, changed, requeue=requeue)
             self._last_activity = now
             return
