@@ -50,6 +50,9 @@ def test_desktop_entry() -> None:
     assert entry["Exec"] == "ferry %U"  # %U: several URLs (sftp://, s3://, ferry://) or paths
     assert entry["Icon"] == APP_ID
     assert entry["Terminal"] == "false"
+    # Qt's X11 windows carry WM_CLASS ("ferry", "Ferry") (the app sets its name to "Ferry"): docks
+    # match the running window to this entry by it. On Wayland the app id is the desktop file name.
+    assert entry["StartupWMClass"] == "Ferry"
     assert entry["MimeType"] == "x-scheme-handler/sftp;x-scheme-handler/s3;x-scheme-handler/ferry;"
     for key in ("Categories", "Keywords", "MimeType", "Actions"):
         assert entry[key].endswith(";"), f"{key} lists must end with ';'"
