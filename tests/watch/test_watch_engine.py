@@ -149,6 +149,12 @@ def test_watcher_api_stop_and_start_again_continues_one_job(tmp_path: Path, stor
     res = w.wait(30)
     assert res is not None and res.counters.state == "stopped"
     assert store.job(job).state == "queued"  # type: ignore[attr-defined]
+    # Nobody feeds it now: a 'ferry queue run' would ship what is queued and finish it...
+    from ferry.transfers import watch_live
+
+    assert watch_live.feed_closed(store, store.job(job))  # type: ignore[arg-type, attr-defined]
+    assert store.job(job).planned  # type: ignore[attr-defined]
+    # ...and the same watch started again reopens the same job.
     (src / "b.dat").write_bytes(b"b" * 2000)
     w2 = Watcher(_spec(src, str(dst), settle=0.2), store)  # type: ignore[arg-type]
     assert w2.start() == job

@@ -501,6 +501,9 @@ class Watcher:
             self._state = "finished" if self._final_state == "done" else self._final_state
         else:
             self._halt_runner()
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
+            watch_live.release_feed(self.store, self.job_id)
             self._final_state = self.store.job(self.job_id).state
             self._state = "stopped"
 

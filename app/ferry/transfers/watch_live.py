@@ -36,6 +36,12 @@ def beat(store: Store, job_id: int, feeder: str | None = None) -> None:
     open_feed(store, job_id, feeder)
 
 
+def release_feed(store: Store, job_id: int) -> None:
+    """The feeder stops without closing the job (``ferry watch`` interrupted): nobody feeds it now,
+    so a runner may finish what is queued; the same watch started again reopens it."""
+    store.set_job_value(job_id, LIVE_KEY, json.dumps({"feeder": "", "beat": 0}))
+
+
 def close_feed(store: Store, job_id: int) -> None:
     """No more tasks will come: the job finishes when its open tasks are done."""
     store.mark_planned(job_id)
