@@ -38,6 +38,9 @@ def register(sub: Any) -> None:
     p.add_argument("source", metavar="SRC_DIR", help="the folder to watch")
     p.add_argument("dest", metavar="DST", help="the folder files are shipped into (created if missing)")
     tc.add_job_options(p, timing=False)
+    for action in p._actions:  # the shared option, in the words of a watch
+        if action.dest == "recursive":
+            action.help = "watch subfolders too (new ones included), keeping their layout under DST"
     p.add_argument(
         "--pattern",
         action="append",
