@@ -119,25 +119,24 @@ def take_window_shots(s: Shooter, home: Path) -> None:
     window.resize(1280, 760)
     s.shot(window, "guide-first-run.png")
 
-    # Dragging a folder onto the other pane: the question Ferry asks first.
-    from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
-
-    window.left.navigate(str(home / "data"), remember=False)
-    window.right.navigate(str(home / "archive"), remember=False)
-    s.wait(300)
+    # Dragging files onto the other pane: the question Ferry asks first, through the window's own
+    # request_transfer (its confirm_transfer seam takes the picture and answers Cancel).
     run42 = home / "data" / "run42"
-    files = [p for p in run42.rglob("*") if p.is_file()]
-    dlg = DropConfirmDialog(
-        files=len(files),
-        folders=0,
-        size=sum(p.stat().st_size for p in files),
-        destination=str(home / "archive") + "/",
-        policy=window.transfer_settings.on_conflict,
-        move=False,
-        parent=window,
-    )
-    s.shot(dlg, "guide-drop-confirm.png")
-    dlg.close()
+    window.left.navigate(str(run42 / "raw"), remember=False)
+    window.right.navigate(str(home / "archive"), remember=False)
+    s.wait_until("the listings", lambda: window.left.model.rowCount() > 0)
+    s.wait(300)
+
+    def picture_then_cancel(dlg: object) -> bool:
+        s.shot(dlg, "guide-drop-confirm.png")
+        return False
+
+    window.confirm_transfer = picture_then_cancel  # type: ignore[method-assign]
+    scans = sorted(str(p) for p in (run42 / "raw").iterdir())
+    window.request_transfer(scans, str(home / "archive") + "/")
+    if "guide-drop-confirm.png" not in s.taken:
+        raise SystemExit("guide_screenshots: the window did not ask before the transfer")
+    window.left.navigate(str(home / "data"), remember=False)
 
     # The transfer itself, finished and verified, with its files listed.
     finished: list[int] = []
