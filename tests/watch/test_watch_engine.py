@@ -341,3 +341,16 @@ def test_shipper_queue_mode_and_a_killed_shipper_are_finished_by_queue_run(ferry
     assert ferry.job(kjob)["state"] == "done", describe(res)
     for name in ("k1.dat", "k2.dat"):
         assert (tmp_path / "kdest" / name).read_bytes() == name.encode() * 10_000
+
+
+def test_cancelling_the_watch_job_from_the_queue_ends_the_watch(tmp_path: Path, store: object) -> None:
+    from ferry.transfers.watch import Watcher
+
+    src = tmp_path / "src"
+    src.mkdir()
+    w = Watcher(_spec(src, str(tmp_path / "dst"), settle=0.2), store)  # type: ignore[arg-type]
+    job = w.start()
+    store.set_job_state(job, "cancelled", "cancelled by you")  # type: ignore[attr-defined]  # 'ferry queue cancel'
+    res = w.wait(60)
+    assert res is not None
+    assert (res.state, res.reason, res.counters.state) == ("cancelled", "cancelled", "cancelled")
