@@ -45,6 +45,10 @@ CLIENT_SECRET = "fake-secret-not-real"
 USER_ID = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
 
 
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
+
+
 def _now_iso() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S+00:00")
 
@@ -98,6 +102,7 @@ class FakeGlobus:
         self.auth_codes: dict[str, list[str]] = {}
         self.base_url = ""
         self.consent_refusals = 0
+        self.mtimes: dict[tuple[str, str], float] = {}  # written or created while running
         self.has_stat = True  # False: an older Transfer API without operation/stat
         self.extra_names: dict[tuple[str, str], list[str]] = {}  # (collection, folder) -> odd names listed
 
@@ -136,6 +141,7 @@ class FakeGlobus:
             for i in range(1, len(parts)):
                 tree["/" + "/".join(parts[:i])] = DIR
             tree["/" + "/".join(parts)] = DIR if data is None else data
+            self.mtimes[(cid, "/" + "/".join(parts))] = time.time()
 
     def get(self, cid: str, path: str) -> Any:
         return self.collections[cid].get("/" + path.strip("/") if path.strip("/") else "/")
@@ -181,7 +187,7 @@ class FakeGlobus:
             "name": name,
             "type": "dir" if is_dir else "file",
             "size": 4096 if is_dir else len(value),
-            "last_modified": "2026-01-02 03:04:05+00:00",
+            "last_modified": _iso(self.mtimes.get((cid, path))) or "2026-01-02 03:04:05+00:00",
             "permissions": "0755" if is_dir else "0644",
             "user": "researcher",
             "group": "lab",
@@ -721,6 +727,7 @@ class Handler(BaseHTTPRequestHandler):
                 self._error(502, "ExternalError.MkdirFailed.NotFound", f"Parent of '{norm}' not found")
                 return
             fake.collections[cid][norm] = DIR
+            fake.mtimes[(cid, norm)] = time.time()
             self._json(
                 202,
                 {
@@ -739,6 +746,7 @@ class Handler(BaseHTTPRequestHandler):
             tree = fake.collections[cid]
             for p in sorted([p for p in tree if p == old or p.startswith(old + "/")]):
                 tree[new + p[len(old) :]] = tree.pop(p)
+                fake.mtimes[(cid, new + p[len(old) :])] = fake.mtimes.pop((cid, p), time.time())
             self._json(
                 200, {"DATA_TYPE": "result", "code": "FileRenamed", "message": "File or directory renamed successfully"}
             )
@@ -782,6 +790,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             fake.collections[cid][norm] = body
+            fake.mtimes[(cid, norm)] = time.time()
             self.send_response(200)
             self.send_header("Content-Length", "0")
             self.end_headers()

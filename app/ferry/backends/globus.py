@@ -386,7 +386,7 @@ class GlobusBackend(Backend):
             if not exist_ok:
                 raise
             if not self.stat(path).is_dir:
-                raise NotADirectory(f"Not a folder: {self.display(path)}") from None
+                raise AlreadyExists(f"A file is in the way of folder {self.display(path)}") from None
         except NotFound:
             parent = self.split(path)[0]
             if not parents or parent in (path, "", "/"):

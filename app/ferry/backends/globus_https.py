@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 from urllib.parse import quote
 
 from ferry.backends.base import Writer
-from ferry.core.errors import AlreadyExists, AuthError, FerryError, NotFound, PermissionDenied, Transient
+from ferry.core.errors import (
+    AlreadyExists,
+    AuthError,
+    FerryError,
+    IsADirectory,
+    NotFound,
+    PermissionDenied,
+    Transient,
+)
 
 if TYPE_CHECKING:
     import requests
@@ -80,7 +88,13 @@ def https_read(backend: GlobusBackend, path: str, offset: int = 0, length: int |
         resp = _session().get(_url(base, path), headers=headers, stream=True, timeout=TIMEOUT)
     except requests.RequestException as exc:
         raise Transient(f"Cannot reach the collection's HTTPS server while {what}: {type(exc).__name__}") from None
-    _check(resp, what)
+    try:
+        _check(resp, what)
+    except NotFound:
+        resp.close()
+        if backend.stat(path).is_dir:  # HTTPS servers answer 404 (or a page) for folders
+            raise IsADirectory(f"Is a folder: {backend.display(path)}") from None
+        raise
     if (offset or length is not None) and resp.status_code != 206:
         resp.close()
         raise Transient(f"The collection's HTTPS server ignored the byte range while {what}")
@@ -100,6 +114,7 @@ class HTTPSWriter(Writer):
         self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=16)
         self._error: BaseException | None = None
         self._done = threading.Event()
+        self._finished = False
         # Chunked, without Content-Length: an aborted upload then ends cleanly (and is deleted)
         # instead of leaving the server waiting for bytes that never come.
         headers = _headers(backend)
@@ -148,7 +163,8 @@ class HTTPSWriter(Writer):
                 continue
 
     def finish(self) -> str | None:
-        if not self._done.is_set():
+        if not self._done.is_set() and not self._finished:
+            self._finished = True
             self._queue.put(None)
         self._thread.join()
         if self._error is not None:
@@ -156,6 +172,7 @@ class HTTPSWriter(Writer):
         return None
 
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        self.finish()  # the upload must be complete before the rename makes it visible
         self.backend.rename(self.temp_path, self.final_path, overwrite=overwrite)
 
     def abort(self, *, keep_partial: bool = False) -> None:
