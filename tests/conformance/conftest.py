@@ -54,7 +54,15 @@ def _sftp(tmp_path: Path) -> Iterator[Site]:
     yield from sftp_site(tmp_path)
 
 
+def _globus(tmp_path: Path) -> Iterator[Site]:
+    # A GCSv5-style collection with HTTPS in the local fake of Globus (tests/globus/fake_globus.py).
+    from globus.conformance_site import globus_site
+
+    yield from globus_site(tmp_path, Site)
+
+
 _FACTORIES: dict[str, Callable[[Path], Iterator[Site]]] = {
+    "globus": _globus,
     "local": _local,
     "memory": _memory,
     "sftp": _sftp,

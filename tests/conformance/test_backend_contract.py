@@ -478,10 +478,12 @@ _EXERCISED = {
     "mtime_precision",
     "case_insensitive",
     "max_connections",
+    "delegated_transfer",  # test_delegated_transfer_is_offered (the task itself: tests/globus)
+    "acl_share",  # test_acl_share_is_a_sharer (the rules themselves: tests/globus)
 }
 _INFORMATIONAL = {"slow_hash"}  # a cost hint for the planner; no behaviour to observe
 # No interface method exists for these yet, so no backend may claim them until it brings a check.
-_NOT_YET_CHECKABLE = {"multipart_write", "delegated_transfer", "presign", "acl_share"}
+_NOT_YET_CHECKABLE = {"multipart_write", "presign"}
 
 
 def test_every_capability_flag_is_covered_by_the_suite() -> None:
@@ -494,6 +496,26 @@ def test_uncheckable_capabilities_are_not_claimed(site: Site) -> None:
     caps = site.backend.capabilities
     claimed = [f for f in sorted(_NOT_YET_CHECKABLE) if getattr(caps, f)]
     assert claimed == [], f"{site.backend.scheme} claims {claimed}; add a conformance check first"
+
+
+def test_delegated_transfer_is_offered(site: Site) -> None:
+    # A backend claiming delegated_transfer hands a job between two of its sites to the service
+    # (scheduler: transfers/delegated.find_delegation); one that does not, offers nothing.
+    offer = getattr(site.backend, "delegation", None)
+    if site.backend.capabilities.delegated_transfer:
+        assert callable(offer)
+        found = offer(site.backend, site.backend)
+        assert found is not None and callable(getattr(found, "run_job", None))
+    else:
+        assert offer is None or offer(site.backend, site.backend) is None
+
+
+def test_acl_share_is_a_sharer(site: Site) -> None:
+    from ferry.sharing.base import Sharer
+
+    if not site.backend.capabilities.acl_share:
+        pytest.skip(f"{site.backend.scheme} declares acl_share=False")
+    assert isinstance(site.backend, Sharer)
 
 
 def test_streaming_is_declared(site: Site) -> None:
