@@ -190,3 +190,30 @@ def test_only_one_of_client_id_and_secret_is_bad_input(monkeypatch: pytest.Monke
     monkeypatch.delenv("GLOBUS_CLIENT_SECRET", raising=False)
     with pytest.raises(UsageError):
         globus_auth.GlobusAuth()
+
+
+def test_https_scope_is_asked_for_once_on_first_use(in_process: FakeGlobusServer, person: Any) -> None:
+    fake = in_process.fake
+    a = fake.add_collection()
+    fake.enable_https(a)
+    fake.put(a, "/d/x.bin", b"0123456789")
+    globus_auth.shared_auth().login()
+    backend = GlobusBackend(parse_address(f"globus://{a}/d"))
+    results: list[bytes] = []
+
+    def read() -> None:
+        with backend.open_read("/d/x.bin", 2, 5) as f:
+            results.append(f.read())
+
+    import threading
+
+    threads = [threading.Thread(target=read) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert results == [b"23456"] * 3
+    assert person.asked.count("Globus consent") == 1  # one question, however many workers
+    assert any(s == f"https://auth.globus.org/scopes/{a}/https" for s in person.scopes_seen[-1])
+    # the HTTPS token is kept with the others, under the collection's own resource server
+    assert globus_auth.shared_auth().storage().get_token_data(a) is not None

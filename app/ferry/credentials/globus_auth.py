@@ -233,6 +233,9 @@ class GlobusAuth:
         self._login_client: globus_sdk.AuthLoginClient | None = None
         self._storage: TokenStorage | None = None
         self.storage_notice = ""
+        # Parallel workers may all meet the same ConsentRequired: one person is asked once.
+        self._consent_lock = threading.Lock()
+        self._consented: dict[str, float] = {}  # scope -> when consent was last obtained
 
     # -- pieces --
     @property
@@ -364,8 +367,8 @@ class GlobusAuth:
         except AuthError:
             if self.confidential:
                 raise
-            self.consent([https_scope(collection)], f"reading and writing files on collection {collection} over HTTPS")
-            return self.authorizer(collection, https_scope(collection))
+        self.consent([https_scope(collection)], f"reading and writing files on collection {collection} over HTTPS")
+        return self.authorizer(collection, https_scope(collection))
 
     # -- login, consent, logout --
     def logged_in(self) -> bool:
@@ -427,6 +430,15 @@ class GlobusAuth:
 
     def consent(self, required_scopes: list[str], why: str) -> None:
         """The service asked for consent: get it (asking the person), remember it, so the caller retries."""
+        with self._consent_lock:
+            now = time.monotonic()
+            if required_scopes and all(now - self._consented.get(s, -1e9) < 60 for s in required_scopes):
+                return  # another thread just got exactly this consent: retry with the new tokens
+            self._consent(required_scopes, why)
+            for s in required_scopes:
+                self._consented[s] = time.monotonic()
+
+    def _consent(self, required_scopes: list[str], why: str) -> None:
         collections = _collections_in(required_scopes)
         prefs = _load_prefs()
         known = set(prefs.get("consented_collections", []))
