@@ -32,7 +32,6 @@ ARCH=$(uname -m)
 DIST=$OUT/dist
 BUNDLE=$DIST/ferry
 TARBALL=$DIST/ferry-$VERSION-linux-$ARCH.tar.gz
-APP_ID=io.github.ferry.Ferry
 
 echo "== PyInstaller: Ferry $VERSION for linux-$ARCH into $BUNDLE"
 start=$(date +%s)
@@ -40,17 +39,7 @@ start=$(date +%s)
     --distpath "$DIST" --workpath "$OUT/build/pyinstaller" "$ROOT/packaging/ferry.spec"
 
 # Desktop integration travels inside the bundle, laid out like /usr/share, for install.sh.
-SHARE=$BUNDLE/share
-rm -rf "$SHARE"
-mkdir -p "$SHARE/applications" "$SHARE/metainfo" "$SHARE/icons/hicolor/scalable/apps"
-cp "$ROOT/packaging/linux/$APP_ID.desktop" "$SHARE/applications/"
-cp "$ROOT/packaging/linux/$APP_ID.metainfo.xml" "$SHARE/metainfo/"
-cp "$ROOT/resources/icons/ferry.svg" "$SHARE/icons/hicolor/scalable/apps/$APP_ID.svg"
-for size in 16 22 24 32 48 64 128 256 512; do
-    mkdir -p "$SHARE/icons/hicolor/${size}x${size}/apps"
-    cp "$ROOT/resources/icons/png/ferry-$size.png" "$SHARE/icons/hicolor/${size}x${size}/apps/$APP_ID.png"
-done
-install -m 0755 "$ROOT/packaging/linux/install.sh" "$BUNDLE/install.sh"
+sh "$ROOT/packaging/linux/stage.sh" "$BUNDLE"
 # The window looks for resources/ two folders above its package (the source-tree layout), which
 # in the bundle is here, beside _internal/: a link keeps one copy.
 ln -sfn _internal/resources "$BUNDLE/resources"
