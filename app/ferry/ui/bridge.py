@@ -12,6 +12,8 @@ and join it before the window goes away (a late signal must never reach a delete
 from __future__ import annotations
 
 import logging
+import os
+import queue
 import sys
 import threading
 from collections.abc import Callable
@@ -25,6 +27,54 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SWITCH_INTERVAL = 0.0005
+WORKER_NICE = 5
+
+
+def background_priority() -> None:
+    """Make the calling (worker) thread yield the CPU to the UI thread when cores are busy.
+
+    On Linux nice values are per thread and inherited by threads it starts, so calling this at
+    the top of a worker also covers the transfer workers a Runner starts from it. The UI thread
+    keeps its priority: under load it gets the CPU first and the window stays responsive.
+    """
+    if os.environ.get("FERRY_UI_NO_NICE"):
+        return
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)
+    except (AttributeError, OSError):  # not Linux, or not allowed: nothing to do
+        pass
+
+
+class PaintGate:
+    """Background Python work steps aside while a busy view paints.
+
+    Painting a listing calls into Python once per visible cell, and each call must take the GIL.
+    While a worker thread runs Python, every one of those calls waits for the GIL to be handed
+    over (and, on a loaded machine, for the kernel to wake the UI thread): a hundred cells became
+    a freeze of a tenth of a second or more. Views close the gate around their paint; workers
+    that produce lots of Python objects (listings) call :meth:`wait` between small chunks.
+    """
+
+    def __init__(self) -> None:
+        self._open = threading.Event()
+        self._open.set()
+        self._depth = 0
+
+    def close(self) -> None:
+        self._depth += 1
+        self._open.clear()
+
+    def open(self) -> None:
+        self._depth = max(0, self._depth - 1)
+        if not self._depth:
+            self._open.set()
+
+    def wait(self, timeout: float = 0.25) -> None:
+        """Block while a paint is in progress (never for long: a paint takes milliseconds)."""
+        self._open.wait(timeout)
+
+
+PAINT_GATE = PaintGate()
 
 
 class _Cancelled(Exception):
@@ -48,6 +98,8 @@ class Bridge(QObject):
         self._deliver.connect(self._on_deliver)
         self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
+        self._work: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._idle = 0  # workers waiting for a job
         self._closing = CancelToken()
         self._waiting: set[threading.Event] = set()
 
@@ -76,8 +128,13 @@ class Bridge(QObject):
         on_done: Callable[[T], object] | None = None,
         on_error: Callable[[BaseException], object] | None = None,
         name: str = "ferry-ui-work",
-    ) -> threading.Thread:
-        """Run ``fn`` on a new daemon thread; its result or error comes back on the UI thread."""
+    ) -> None:
+        """Run ``fn`` on a worker thread; its result or error comes back on the UI thread.
+
+        Workers are kept and reused: ``Thread.start()`` blocks its caller until the new thread
+        has been scheduled, which on a loaded machine froze the window for a tenth of a second
+        per folder opened. A new thread is started only when every worker is busy.
+        """
 
         def body() -> None:
             try:
@@ -91,15 +148,27 @@ class Bridge(QObject):
             else:
                 if on_done is not None:
                     self.post(lambda: on_done(result))
-            finally:
-                with self._lock:
-                    self._threads.discard(threading.current_thread())
 
-        t = threading.Thread(target=body, name=name, daemon=True)
         with self._lock:
+            self._work.put(body)
+            if self._idle > 0:
+                self._idle -= 1
+                return
+            t = threading.Thread(target=self._worker, name=f"ferry-ui-worker-{len(self._threads)}", daemon=True)
             self._threads.add(t)
         t.start()
-        return t
+
+    def _worker(self) -> None:
+        background_priority()
+        while True:
+            job = self._work.get()
+            if job is None:
+                return
+            try:
+                job()
+            finally:
+                with self._lock:
+                    self._idle += 1
 
     # ---- questions from workers ----
     def ask_blocking(self, show: Callable[[Callable[[Any], None]], object], default: T) -> T:
@@ -142,5 +211,7 @@ class Bridge(QObject):
             for ev in self._waiting:
                 ev.set()
             threads = list(self._threads)
+        for _ in threads:
+            self._work.put(None)
         for t in threads:
             t.join(timeout / max(1, len(threads)))

@@ -22,6 +22,8 @@ from PySide6.QtCore import (
     QAbstractItemModel,
     QMimeData,
     QModelIndex,
+    QModelRoleData,
+    QModelRoleDataSpan,
     QPersistentModelIndex,
     Qt,
     QUrl,
@@ -37,6 +39,22 @@ RUN = 2048
 COLUMNS = ("Name", "Size", "Modified", "Kind")
 NAME, SIZE, MODIFIED, KIND = range(4)
 EntryRole = Qt.ItemDataRole.UserRole + 1
+DISPLAY, DECORATION = Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole
+ALIGN = Qt.ItemDataRole.TextAlignmentRole
+RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+_DROP_ONLY = Qt.ItemFlag.ItemIsDropEnabled
+_CELL_FLAGS = _DROP_ONLY | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDragEnabled
+_NAME_FLAGS = _CELL_FLAGS | Qt.ItemFlag.ItemIsEditable  # renaming edits the name in place
+# Roles this model never sets: answered "nothing" without a trip through data().
+_PLAIN_ROLES = frozenset(
+    {
+        Qt.ItemDataRole.FontRole,
+        Qt.ItemDataRole.BackgroundRole,
+        Qt.ItemDataRole.ForegroundRole,
+        Qt.ItemDataRole.CheckStateRole,
+        Qt.ItemDataRole.SizeHintRole,
+    }
+)
 
 Index = QModelIndex | QPersistentModelIndex
 _ROOT = QModelIndex()  # the invisible root, as a default argument
@@ -89,6 +107,7 @@ class ListingModel(QAbstractItemModel):
         self._sort_order = Qt.SortOrder.AscendingOrder
         self._sorted = True  # False while batches are being appended
         self.drop_handler: DropHandler | None = None
+        self._display: dict[int, tuple[Entry, tuple[str, str, str, str]]] = {}
         style = QApplication.style() if QApplication.instance() else None
         self._icons = (
             {
@@ -155,14 +174,63 @@ class ListingModel(QAbstractItemModel):
             return e
         return None
 
+    def multiData(self, index: Index, roleDataSpan: QModelRoleDataSpan | QModelRoleData, /) -> None:
+        """All roles of one cell in one call, from a per-row cache of display strings.
+
+        A view asks ~7 roles per cell while painting; each separate data() call is a trip from
+        C++ into Python that must take the GIL (and wait for it while workers run), and date
+        formatting is slow, so painting answers everything here at once from cached text.
+        """
+        cells = [roleDataSpan] if isinstance(roleDataSpan, QModelRoleData) else roleDataSpan
+        n = len(cells) if isinstance(cells, list) else cells.size()
+        row, col = index.row(), index.column()
+        shown = self._display_row(row) if index.isValid() and 0 <= row < len(self._rows) else None
+        for k in range(n):
+            rd = cells[k]  # type: ignore[index]  # the span is indexable at run time; the stubs say not
+            role = rd.role()
+            if shown is None:
+                rd.clearData()
+            elif role == DISPLAY:
+                rd.setData(shown[col])
+            elif role == DECORATION:
+                icon = self._icons.get(self._rows[row].kind) if col == NAME else None
+                if icon is None:
+                    rd.clearData()
+                else:
+                    rd.setData(icon)
+            elif role == ALIGN:
+                if col == SIZE:
+                    rd.setData(RIGHT)
+                else:
+                    rd.clearData()
+            elif role in _PLAIN_ROLES:
+                rd.clearData()
+            else:
+                value = self.data(index, role)
+                if value is None:
+                    rd.clearData()
+                else:
+                    rd.setData(value)
+
+    def _display_row(self, row: int) -> tuple[str, str, str, str]:
+        e = self._rows[row]
+        cached = self._display.get(id(e))
+        if cached is None or cached[0] is not e:
+            if len(self._display) > 4096:
+                self._display.clear()
+            text = (
+                display_name(e.name),
+                "" if e.is_dir else format_size(e.size),
+                e.mtime.astimezone().strftime("%Y-%m-%d %H:%M") if e.mtime else "",
+                kind_text(e),
+            )
+            cached = self._display[id(e)] = (e, text)
+        return cached[1]
+
     def flags(self, index: Index) -> Qt.ItemFlag:
-        base = Qt.ItemFlag.ItemIsDropEnabled
         if not index.isValid():
-            return base
-        f = base | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable | Qt.ItemFlag.ItemIsDragEnabled
-        if index.column() == NAME:
-            f |= Qt.ItemFlag.ItemIsEditable
-        return f
+            return _DROP_ONLY
+        return _NAME_FLAGS if index.column() == NAME else _CELL_FLAGS
 
     def setData(self, index: Index, value: object, role: int = Qt.ItemDataRole.EditRole) -> bool:
         """Renaming is requested here and done by the pane in the background."""

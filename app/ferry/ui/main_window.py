@@ -33,7 +33,7 @@ from ferry.core.errors import Action, FerryError, UsageError, describe
 from ferry.core.units import format_rate, format_size
 from ferry.credentials import prompts
 from ferry.ui import open_cache, queue_actions
-from ferry.ui.bridge import Bridge
+from ferry.ui.bridge import Bridge, background_priority
 from ferry.ui.dialogs.conflict import ConflictAsker
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
 from ferry.ui.dialogs.prompts import QtPrompter
@@ -145,7 +145,9 @@ class MainWindow(QMainWindow):
             config=lambda: self.transfer_settings.run_config(),
         )
         self.service.on_job_changed = self._job_changed
+        self.service.on_thread_start = background_priority
         self.poller = QueuePoller(store_path, self.bridge.post, self._apply_snapshot)
+        self.poller.on_thread_start = background_priority
         self.poller.expanded = self.queue_model.wanted
         self.queue_model.fetch_requested = self.poller.poke
         self.poller.start()

@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import (
+    QAbstractItemModel,
+    QModelIndex,
+    QModelRoleData,
+    QModelRoleDataSpan,
+    QPersistentModelIndex,
+    Qt,
+)
 from PySide6.QtGui import QBrush, QColor
 
 from ferry.core.errors import Action
@@ -169,6 +176,19 @@ class QueueModel(QAbstractItemModel):
         if index.row() >= len(files):
             return None
         return self._file_data(files[index.row()], index.column(), role)
+
+    def multiData(self, index: Index, roleDataSpan: QModelRoleDataSpan | QModelRoleData, /) -> None:
+        """All roles of one cell in one call. A view asks ~7 roles per cell while painting; each
+        separate data() call is a trip from C++ into Python that must take the GIL (and wait for
+        it while workers run), so answering them together keeps repaints short."""
+        cells = [roleDataSpan] if isinstance(roleDataSpan, QModelRoleData) else roleDataSpan
+        for k in range(len(cells) if isinstance(cells, list) else cells.size()):
+            rd = cells[k]  # type: ignore[index]  # the span is indexable at run time; the stubs say not
+            value = self.data(index, rd.role())
+            if value is None:
+                rd.clearData()
+            else:
+                rd.setData(value)
 
     def _job_data(self, j: JobRow, col: int, role: int) -> object:
         if role == Qt.ItemDataRole.DisplayRole:

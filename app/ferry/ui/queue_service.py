@@ -78,6 +78,7 @@ class QueueService:
         self.config = config
         self.on_job_changed: Callable[[int, str, str | None], object] | None = None
         self.on_idle: Callable[[], object] | None = None
+        self.on_thread_start: Callable[[], object] | None = None  # e.g. lower this thread's priority
         self.waiting = ""
         self._wake = threading.Event()
         self._quit = threading.Event()
@@ -106,6 +107,8 @@ class QueueService:
         return runner.accounting.snapshot() if runner is not None else None
 
     def _loop(self) -> None:
+        if self.on_thread_start is not None:
+            self.on_thread_start()
         store = Store(self.store_path)
         try:
             while not self._quit.is_set():
@@ -222,6 +225,7 @@ class QueuePoller:
         self._thread = threading.Thread(target=self._loop, name="ferry-ui-poll", daemon=True)
         self._cache: dict[int, tuple[str, JobRow]] = {}  # finished jobs are not counted again
         self._last: dict[int, tuple[float, int]] = {}
+        self.on_thread_start: Callable[[], object] | None = None
 
     def start(self) -> None:
         self._thread.start()
@@ -237,6 +241,8 @@ class QueuePoller:
             self._thread.join(5)
 
     def _loop(self) -> None:
+        if self.on_thread_start is not None:
+            self.on_thread_start()
         store = Store(self.store_path)
         try:
             while not self._stop.is_set():
