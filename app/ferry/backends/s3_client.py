@@ -228,6 +228,12 @@ def _client_error(code: str, status: int, headers: dict[str, str], what: str, bu
         return NotFound(f"No such object: {what}", detail)
     if code == "NoSuchUpload":
         return NotFound(f"The multipart upload for {what} no longer exists (aborted or cleaned up)", detail)
+    if code == "InvalidObjectState":
+        return Archived(
+            f"{what} is archived (Glacier/Deep Archive) and not restored: request a restore with "
+            f"'ferry s3 restore {what}', then the queue waits for it",
+            detail,
+        )
     if code == "InvalidAccessKeyId":
         return AuthError(
             "The S3 access key is not known to this service: check AWS_ACCESS_KEY_ID, the profile or the "
@@ -263,12 +269,6 @@ def _client_error(code: str, status: int, headers: dict[str, str], what: str, bu
         )
     if code in ("AccessDenied", "AllAccessDisabled", "Forbidden", "403") or status == 403:
         return PermissionDenied(f"Permission denied by S3 while {what}", detail)
-    if code == "InvalidObjectState":
-        return Archived(
-            f"{what} is archived (Glacier/Deep Archive) and not restored: request a restore with "
-            f"'ferry s3 restore {what}', then the queue waits for it",
-            detail,
-        )
     if code in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
         from ferry.core.errors import AlreadyExists
 

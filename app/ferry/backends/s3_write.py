@@ -280,10 +280,14 @@ class S3Writer(Writer):
                     raise AlreadyExists(f"Already exists: {what}")
                 self._b.copy_object(self._copy_source[0], self.final_path, self._copy_source[1])
                 self._note = "server-side copy"
-            elif self._multipart:
-                self._complete(cond)
             else:
-                self._put(cond, mtime)
+                if not overwrite and self._b.exists(self.final_path):
+                    # If-None-Match is sent too, but not every S3-compatible store honours it.
+                    raise AlreadyExists(f"Already exists: {what}")
+                if self._multipart:
+                    self._complete(cond)
+                else:
+                    self._put(cond, mtime)
         except FerryError:
             raise
         except Exception as exc:

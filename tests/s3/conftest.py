@@ -1,0 +1,58 @@
+"""Fixtures for the S3 tests: both real servers on loopback, a fresh bucket per test, and the
+``ferry`` command pointed at the server through the same environment variables a user sets."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ferry.backends.s3 import S3Backend
+from ferry.core.address import Address
+from helpers import Ferry
+from s3.servers import S3Server, aws_env, shared_server
+
+
+@pytest.fixture(params=["moto", "rclone"])
+def server(request: pytest.FixtureRequest) -> S3Server:
+    try:
+        return shared_server(request.param)
+    except RuntimeError as exc:
+        pytest.skip(f"{request.param} S3 server unavailable: {exc}")
+
+
+@pytest.fixture
+def moto() -> S3Server:
+    return shared_server("moto")
+
+
+@pytest.fixture
+def rclone() -> S3Server:
+    return shared_server("rclone")
+
+
+@pytest.fixture
+def bucket(server: S3Server) -> str:
+    return server.new_bucket()
+
+
+@pytest.fixture
+def s3ferry(tmp_path: Path, server: S3Server) -> Ferry:
+    return Ferry(home=tmp_path, cwd=tmp_path, extra_env=server.env())
+
+
+@pytest.fixture
+def backend(server: S3Server, bucket: str) -> Iterator[S3Backend]:
+    with aws_env(server):
+        b = S3Backend(Address("s3", "", host=bucket))
+        _ = b.client
+    yield b
+    b.close()
+
+
+def make_backend(server: S3Server, bucket: str, endpoint: str | None = None) -> S3Backend:
+    with aws_env(server, endpoint):
+        b = S3Backend(Address("s3", "", host=bucket))
+        _ = b.client
+    return b
