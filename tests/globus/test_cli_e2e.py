@@ -261,11 +261,32 @@ def test_without_https_or_gcp_ferry_says_what_to_do(gferry: Ferry, globus_fake: 
     res = gferry("cp", str(tmp_path / "f.txt"), f"globus://{a}/in/")
     assert res.returncode == 1, describe(res)
     assert "install Globus Connect Personal" in res.stderr and "HTTPS enabled" in res.stderr, describe(res)
-    # With Globus Connect Personal installed, the advice names this computer's collection.
-    gcp = globus_fake.add_collection(name="laptop", gcp_connected=True)
+    # Globus Connect Personal installed but not connected: the advice says to start it.
+    gcp = globus_fake.add_collection(name="laptop", gcp_connected=False)
     (tmp_path / "gcp" / "lta").mkdir(parents=True)
     (tmp_path / "gcp" / "lta" / "client-id.txt").write_text(gcp)
     gferry.extra_env["FERRY_GCP_CONFIG_DIR"] = str(tmp_path / "gcp")
     res = gferry("cp", str(tmp_path / "f.txt"), f"globus://{a}/in/")
     assert res.returncode == 1
-    assert f"globus://{gcp}/~/PATH globus://{a}/PATH" in res.stderr, describe(res)
+    assert f"Globus Connect Personal (collection {gcp}) is not connected" in res.stderr, describe(res)
+
+
+def test_with_gcp_connected_this_computer_is_a_collection_in_one_task(
+    gferry: Ferry, globus_fake: FakeGlobus, tmp_path: Path
+) -> None:
+    a = globus_fake.add_collection(name="GCSv4 endpoint", entity_type="GCSv4_host")
+    globus_fake.put(a, "/in", None)
+    src = tmp_path / "run7"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "x.dat").write_bytes(b"xyz")
+    gcp = globus_fake.add_collection(name="laptop", gcp_connected=True)
+    globus_fake.put(gcp, str(src / "sub" / "x.dat"), b"xyz")  # what GCP serves: this computer's files
+    (tmp_path / "gcp" / "lta").mkdir(parents=True)
+    (tmp_path / "gcp" / "lta" / "client-id.txt").write_text(gcp)
+    gferry.extra_env["FERRY_GCP_CONFIG_DIR"] = str(tmp_path / "gcp")
+    res = gferry("cp", "-r", str(src), f"globus://{a}/in/")
+    assert res.returncode == 0, describe(res)
+    (doc,) = globus_fake.submitted
+    assert doc["source_endpoint"] == gcp and doc["destination_endpoint"] == a
+    assert doc["DATA"][0]["source_path"] == str(src) and doc["DATA"][0]["destination_path"] == "/in/run7"
+    assert globus_fake.get(a, "/in/run7/sub/x.dat") == b"xyz"

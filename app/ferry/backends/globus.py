@@ -16,6 +16,7 @@ error is mapped to :mod:`ferry.core.errors` in :func:`_map_error`, keeping the s
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 import threading
 import time
@@ -369,12 +370,11 @@ class GlobusBackend(Backend):
         from ferry.backends.globus_local import gcp_collection_id
 
         gcp = gcp_collection_id()
-        if gcp:  # Globus Connect Personal is here: say the exact command
+        if gcp:  # Globus Connect Personal is installed here (else Ferry would have used it)
             return (
-                f"Globus collection {self.collection} has no HTTPS server, so files cannot stream between it and "
-                f"this computer directly. This computer is Globus collection {gcp} (Globus Connect Personal): "
-                f"copy between the two collections instead, e.g. ferry cp -r globus://{gcp}/~/PATH "
-                f"globus://{self.collection}/PATH ('ferry globus this-computer' shows whether it is connected)."
+                f"Globus collection {self.collection} has no HTTPS server, and this computer's Globus Connect "
+                f"Personal (collection {gcp}) is not connected: start Globus Connect Personal and run the job "
+                "again ('ferry globus this-computer' shows its state), or pick a collection with HTTPS enabled."
             )
         return NO_STREAM_ADVICE.format(c=self.collection)
 
@@ -417,15 +417,41 @@ class GlobusBackend(Backend):
 
     # -- optional protocols --
     def delegation(self, src: Backend, dst: Backend) -> Delegation | None:
-        """Collection to collection: the service moves the bytes, one Globus task per Ferry job."""
-        if isinstance(src, GlobusBackend) and isinstance(dst, GlobusBackend):
-            from ferry.backends.globus_tasks import GlobusDelegation
+        """Collection to collection: the service moves the bytes, one Globus task per Ferry job.
 
+        Between this computer and a collection: through this computer's Globus Connect Personal
+        collection when it is installed and connected (a task like any other, which keeps going
+        while Ferry is closed); else streamed over the collection's HTTPS server; else the job
+        fails before it starts, with one sentence saying what to do (not once per file).
+        """
+        from ferry.backends.globus_tasks import GlobusDelegation
+
+        if isinstance(src, GlobusBackend) and isinstance(dst, GlobusBackend):
             return GlobusDelegation(src, dst)
-        # Streaming through this computer: only over HTTPS. Without it, the job fails before it
-        # starts with one sentence saying what to do, instead of once per file.
+        other = src if dst is self else dst
+        if other.scheme == "local":
+            gcp = self._connected_gcp()
+            if gcp is not None:
+                return GlobusDelegation(gcp, self) if other is src else GlobusDelegation(self, gcp)
         self._https_base()
         return None
+
+    def _connected_gcp(self) -> GlobusBackend | None:
+        """This computer's Globus Connect Personal collection, if installed and connected now.
+
+        Its paths are this computer's own absolute paths on Linux and macOS, so a job's local
+        paths need no translation; on Windows (``/C/...`` paths) Ferry streams instead.
+        """
+        import sys
+
+        from ferry.backends.globus_local import this_computer
+
+        if sys.platform == "win32" or os.environ.get("FERRY_GLOBUS_NO_GCP"):
+            return None
+        here = this_computer()
+        if here is None or not here.connected:
+            return None
+        return GlobusBackend(Address("globus", "/", host=here.collection_id))
 
     def share(self, path: str, request: ShareRequest) -> Link:
         from ferry.backends.globus_share import share
