@@ -193,7 +193,7 @@ class Shipper:
         from ferry.transfers import watch_live
 
         self.store = st = store or Store()
-        self._pool = BackendPool()
+        self._pool = watch_live.LentPool()  # one login per host, shared with the runner
         self._dest_text = dest
         dst_addr = resolve(dest)
         self._dst = self._pool.get(dst_addr)
@@ -226,7 +226,7 @@ class Shipper:
         self._error: BaseException | None = None
         if background:
             self._runner = Runner(
-                st, RunConfig(parallel=parallel, bwlimit=bwlimit, job_ids=[self.job_id]), pool=BackendPool()
+                st, RunConfig(parallel=parallel, bwlimit=bwlimit, job_ids=[self.job_id]), pool=self._pool
             )
             self._thread = threading.Thread(target=self._run, name=f"ferry-shipper-{self.job_id}", daemon=True)
             self._thread.start()
@@ -295,6 +295,7 @@ class Shipper:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise self._timeout(timeout)
                 time.sleep(0.1)
+        self._pool.release()  # nothing more will be sent from here
         result = _result(self.store, self.job_id)
         job = self.store.job(self.job_id)
         if job.state != "done":
@@ -341,7 +342,7 @@ class Shipper:
             self._runner.stop("interrupted")
         if self._thread is not None:
             self._thread.join()
-        self._pool.close()
+        self._pool.release()
 
     def __enter__(self) -> Shipper:
         return self
@@ -351,7 +352,7 @@ class Shipper:
             try:
                 self.finish()
             finally:
-                self._pool.close()
+                self._pool.release()
             return
         if not issubclass(et, Exception):  # Ctrl+C, SystemExit: stop now; the queue keeps the rest
             self.close()
@@ -362,4 +363,4 @@ class Shipper:
         except FerryError:
             pass
         finally:
-            self._pool.close()
+            self._pool.release()

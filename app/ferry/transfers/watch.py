@@ -47,7 +47,6 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 
 from ferry.backends.base import Backend, Entry, Kind
-from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
 from ferry.core.errors import FerryError, NotFound, UsageError, describe
 from ferry.core.hashing import hash_stream
@@ -188,7 +187,7 @@ class Watcher:
         self.ask = ask
         self.on_message = on_message or (lambda text: log.warning("%s", text))
         self.clock = clock
-        self.pool = BackendPool()
+        self.pool = watch_live.LentPool()  # scanning, deleting and every runner share the logins
         self.job_id = 0
         self.runner: Runner | None = None
         self._runner_thread: threading.Thread | None = None
@@ -388,7 +387,7 @@ class Watcher:
 
     def _start_runner(self) -> None:
         config = RunConfig(parallel=self.parallel, bwlimit=self.bwlimit, job_ids=[self.job_id])
-        runner = Runner(self.store, config, listener=_Feedback(self), ask=self.ask, pool=BackendPool())
+        runner = Runner(self.store, config, listener=_Feedback(self), ask=self.ask, pool=self.pool)
         self.runner = runner
         self._runner_thread = threading.Thread(target=self._run_runner, args=(runner,), name="ferry-watch-run")
         self._runner_thread.daemon = True
@@ -426,7 +425,7 @@ class Watcher:
             ino = self._inotify
             if ino is not None:
                 ino.close()
-            self.pool.close()
+            self.pool.release()
             self._finished.set()
 
     def _tick(self) -> float:

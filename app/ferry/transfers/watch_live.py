@@ -20,6 +20,7 @@ import socket
 import threading
 import time
 
+from ferry.backends.registry import BackendPool
 from ferry.transfers.store import Job, Store, runner_id
 
 LIVE_KEY = "live"
@@ -85,6 +86,18 @@ def feed_closed(store: Store, job: Job) -> bool:
         return False
     store.mark_planned(job.id)
     return True
+
+
+class LentPool(BackendPool):
+    """A feeder's connections, lent to the runners it starts: a runner closes its pool when it
+    ends, but the feeder (and the next runner) still need them. One pool means one login per
+    host however many runners come and go (one 2FA prompt, not one per runner)."""
+
+    def close(self) -> None:
+        pass  # the owner calls release()
+
+    def release(self) -> None:
+        super().close()
 
 
 class Heartbeat:
