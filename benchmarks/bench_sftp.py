@@ -47,6 +47,7 @@ from sshd import SshServer, _descendants  # noqa: E402
 
 MiB = 1 << 20
 PY = sys.executable
+GCM = "aes128-gcm@openssh.com"
 RCLONE = shutil.which("rclone", path=str(Path(PY).parent)) or shutil.which("rclone")
 
 
@@ -118,8 +119,7 @@ class Bench:
         )
         s = server
         self.rclone_remote = (
-            f":sftp,host={s.host},port={s.port},user={s.user},key_file={s.client_key},"
-            f"known_hosts_file={s.known_hosts}:"
+            f":sftp,host={s.host},port={s.port},user={s.user},key_file={s.client_key},known_hosts_file={s.known_hosts}:"
         )
 
     def _sample(self, seen: dict[int, int], stop: threading.Event) -> None:
@@ -181,12 +181,16 @@ def tools(b: Bench, src: Path, remote: Path, local: Path, up: bool) -> dict[str,
             if up
             else [*ferry, "--verify", "size", f"bench:{rsrc}", f"{local}/"]
         ),
-        "scp": lambda: ["scp", "-q", "-r", *cfg, str(src), f"bench:{remote}/"]
-        if up
-        else ["scp", "-q", "-r", *cfg, f"bench:{rsrc}", f"{local}/"],
-        "scp -c aes128-gcm": lambda: ["scp", "-q", "-r", "-c", "aes128-gcm@openssh.com", *cfg, str(src), f"bench:{remote}/"]
-        if up
-        else ["scp", "-q", "-r", "-c", "aes128-gcm@openssh.com", *cfg, f"bench:{rsrc}", f"{local}/"],
+        "scp": lambda: (
+            ["scp", "-q", "-r", *cfg, str(src), f"bench:{remote}/"]
+            if up
+            else ["scp", "-q", "-r", *cfg, f"bench:{rsrc}", f"{local}/"]
+        ),
+        "scp -c aes128-gcm": lambda: (
+            ["scp", "-q", "-r", "-c", GCM, *cfg, str(src), f"bench:{remote}/"]
+            if up
+            else ["scp", "-q", "-r", "-c", GCM, *cfg, f"bench:{rsrc}", f"{local}/"]
+        ),
         "sftp -b": lambda: ["sftp", "-q", *cfg, "-b", str(batch), "bench"],
     }
     if RCLONE:

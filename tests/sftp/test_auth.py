@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from helpers import file_digests
-from sshd import KEY_PASSPHRASE, SshServer
 from sftp.terminal import run_on_terminal
+from sshd import KEY_PASSPHRASE, SshServer
 
 AS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not AS_ROOT, reason="password/PAM logins need a root-run sshd (CI runs as root)")
@@ -151,9 +151,7 @@ def test_wrong_totp_code_is_refused(sshd_factory: Callable[..., SshServer], tmp_
 
 
 @pytest.mark.parametrize(("answer", "saved"), [("y", True), ("o", False), ("n", False)])
-def test_unknown_host_key_is_the_persons_decision(
-    sshd: SshServer, tmp_path: Path, answer: str, saved: bool
-) -> None:
+def test_unknown_host_key_is_the_persons_decision(sshd: SshServer, tmp_path: Path, answer: str, saved: bool) -> None:
     home = home_with(sshd, tmp_path, sshd.client_key, known=False)
     run, src, remote = cp_on_terminal(sshd, tmp_path, home, {"Trust it?": lambda: answer})
     fingerprints = sshd.host_key_fingerprints.values()

@@ -120,7 +120,8 @@ def test_changed_host_key_is_refused_naming_file_and_line(sshd: SshServer, tmp_p
     known = home / ".ssh" / "known_hosts"
     # Line 2 claims another key for this host, for every key type the server has.
     other = paramiko_key_lines(f"[{sshd.host}]:{sshd.port}")
-    known.write_text("example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n" + other)
+    unrelated = "example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl\n"
+    known.write_text(unrelated + other)
     ferry = ferry_as(tmp_path, home)
     remote = sshd.mkdir()
     res = ferry("ls", url(sshd, remote))

@@ -43,7 +43,7 @@ def _tty() -> TextIO:
     """The controlling terminal for reading and writing. ``open("/dev/tty", "r+")`` fails there:
     a terminal is not seekable, which buffered read-write text files insist on."""
     raw = io.FileIO("/dev/tty", "r+")
-    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", write_through=True)  # type: ignore[arg-type]
+    return io.TextIOWrapper(raw, encoding="utf-8", errors="replace", write_through=True)
 
 
 class TerminalPrompter:

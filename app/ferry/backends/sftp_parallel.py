@@ -1,0 +1,106 @@
+"""Parallel byte-range reads of one big remote file over several SFTP channels of one transport.
+
+One paramiko channel reading with read-ahead stays far below what the link and OpenSSH can do
+(measured: one 2 GiB download at ~125 MB/s against scp's 342), because each channel's replies
+are parsed one after another. Several channels, each with its own file handle and a bounded
+number of requests in flight, fetch interleaved blocks (block ``i`` by stream ``i % n``); the
+reader hands them out strictly in order, so the copy path still sees one sequential stream and
+hashes it as it passes. Memory is bounded: a stream stays at most ``AHEAD`` blocks ahead of the
+consumer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+BLOCK = 8 << 20
+AHEAD = 2  # blocks each stream may hold ahead of the consumer
+REQUEST = 255 << 10  # OpenSSH's sftp-server takes reads/writes up to 256 KiB messages
+
+
+class ParallelRangeReader:
+    """Reads ``[offset, offset + length)`` of ``path`` through ``clients`` (one stream each).
+
+    ``give_back(client, ok)`` returns a channel to its pool when the reader closes.
+    """
+
+    def __init__(
+        self,
+        clients: list[Any],
+        path: bytes,
+        offset: int,
+        length: int,
+        give_back: Callable[[Any, bool], None],
+        depth: int,
+    ) -> None:
+        self._clients = clients
+        self._give_back = give_back
+        self._blocks = [(o, min(BLOCK, offset + length - o)) for o in range(offset, offset + length, BLOCK)]
+        self._ready: dict[int, bytes] = {}
+        self._next = 0  # index of the block the consumer needs next
+        self._current = memoryview(b"")
+        self._error: BaseException | None = None
+        self._stop = False
+        self._cond = threading.Condition()
+        self._ok = [True] * len(clients)
+        self._threads = [
+            threading.Thread(target=self._stream, args=(k, path, depth), daemon=True, name=f"sftp-range-{k}")
+            for k in range(len(clients))
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _stream(self, k: int, path: bytes, depth: int) -> None:
+        n = len(self._clients)
+        try:
+            with self._clients[k].open(path, "rb") as f:
+                f.MAX_REQUEST_SIZE = REQUEST
+                for i in range(k, len(self._blocks), n):
+                    with self._cond:
+                        while not self._stop and i - self._next >= AHEAD * n:
+                            self._cond.wait()
+                        if self._stop:
+                            return
+                    off, size = self._blocks[i]
+                    data = b"".join(f.readv([(off, size)], max_concurrent_prefetch_requests=depth))
+                    if len(data) != size:
+                        raise EOFError(f"short read at {off}: {len(data)} of {size} bytes (file shrank?)")
+                    with self._cond:
+                        self._ready[i] = data
+                        self._cond.notify_all()
+        except BaseException as exc:
+            with self._cond:
+                self._ok[k] = False
+                if self._error is None:
+                    self._error = exc
+                self._cond.notify_all()
+
+    def readinto(self, buf: memoryview | bytearray) -> int:
+        view = memoryview(buf)
+        if not len(self._current):
+            if self._next >= len(self._blocks):
+                return 0
+            with self._cond:
+                while self._next not in self._ready:
+                    if self._error is not None:
+                        raise self._error
+                    self._cond.wait()
+                self._current = memoryview(self._ready.pop(self._next))
+                self._next += 1
+                self._cond.notify_all()
+        n = min(len(view), len(self._current))
+        view[:n] = self._current[:n]
+        self._current = self._current[n:]
+        return n
+
+    def close(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join()
+        for client, ok in zip(self._clients, self._ok, strict=True):
+            self._give_back(client, ok)
+        self._clients = []
