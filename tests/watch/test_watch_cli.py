@@ -144,3 +144,13 @@ def test_until_idle_stops_once_nothing_new_arrives(ferry: Ferry, tmp_path: Path)
     files = [e for e in events(res.stdout) if e["event"] == "file"]
     assert [f["path"] for f in files] == ["a.dat"] and files[0]["verified"] == "sha256 match"
     assert json.loads(json.dumps(result))["exit_code"] == 0
+
+
+def test_a_relative_until_file_may_be_inside_the_watched_folder(ferry: Ferry, tmp_path: Path) -> None:
+    src, dst = tmp_path / "run", tmp_path / "arch"
+    src.mkdir()
+    (src / "a.dat").write_bytes(b"a" * 10)
+    (src / "DONE").write_text("done\n")  # the marker is a signal, never shipped
+    res = ferry("watch", "run", "arch", "--settle", "0.5s", "--until", "DONE")
+    assert res.returncode == 0, describe(res)
+    assert sorted(p.name for p in dst.iterdir()) == ["a.dat"]

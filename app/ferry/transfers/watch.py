@@ -214,7 +214,7 @@ class Watcher:
         self._retry_at = 0.0
         self._retry_delay = 1.0
         self._last_activity = clock()
-        self._marker = os.path.abspath(spec.until_file) if spec.until_file else None
+        self._markers: list[str] = [os.path.abspath(spec.until_file)] if spec.until_file else []
 
     # ------------------------------------------------------------ public
     def start(self) -> int:
@@ -226,6 +226,9 @@ class Watcher:
         self.src = self.pool.get(src_addr)
         self.dst = self.pool.get(dst_addr)
         self.src_root, self.dst_root = src_addr.path, dst_addr.path
+        if spec.until_file and not os.path.isabs(spec.until_file) and self.src.scheme == "local":
+            # "--until DONE": DONE here, or DONE in the watched folder, whichever appears first.
+            self._markers.append(os.path.abspath(os.path.join(self.src_root, spec.until_file)))
         self._check(src_addr, dst_addr)
         key = json.dumps(
             {
@@ -470,7 +473,7 @@ class Watcher:
                 last_persist = now
             if not self._supervise():
                 return
-            if spec.until_file is not None and os.path.exists(spec.until_file):
+            if any(os.path.exists(m) for m in self._markers):
                 # The writer says it is done: everything still waiting is complete now.
                 self._scan_all()
                 self._settle(self.clock(), flush=True)
@@ -568,7 +571,7 @@ class Watcher:
     def _wanted(self, name: str, path: str | None = None) -> bool:
         if name.endswith(".ferry-part") or name.endswith(".ferry-tmp"):
             return False
-        if path is not None and self._marker is not None and os.path.abspath(path) == self._marker:
+        if path is not None and self._markers and os.path.abspath(path) in self._markers:
             return False  # the --until marker is a signal to the watch, not data
         if self.spec.patterns:
             return any(fnmatch.fnmatchcase(name, p) for p in self.spec.patterns)
