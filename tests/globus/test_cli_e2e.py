@@ -290,3 +290,53 @@ def test_with_gcp_connected_this_computer_is_a_collection_in_one_task(
     assert doc["source_endpoint"] == gcp and doc["destination_endpoint"] == a
     assert doc["DATA"][0]["source_path"] == str(src) and doc["DATA"][0]["destination_path"] == "/in/run7"
     assert globus_fake.get(a, "/in/run7/sub/x.dat") == b"xyz"
+
+
+def test_globus_transfer_with_the_tasks_own_options(gferry: Ferry, globus_fake: FakeGlobus) -> None:
+    a, b = _two(globus_fake)
+    globus_fake.task_script = ["ACTIVE", "SUCCEEDED"]
+    res = gferry(
+        "globus", "transfer", "-r", f"globus://{a}/data/run42", f"globus://{b}/project/",
+        "--encrypt", "--notify", "none", "--deadline", "2d", "--label", "run 42", "--on-conflict", "newer",
+    )  # fmt: skip
+    assert res.returncode == 0, describe(res)
+    assert "done (Globus task" in res.stderr
+    (doc,) = globus_fake.submitted
+    assert doc["encrypt_data"] is True and doc["label"] == "run 42" and doc["sync_level"] == 2
+    assert not (doc["notify_on_succeeded"] or doc["notify_on_failed"] or doc["notify_on_inactive"])
+    assert doc["deadline"] > "2026"
+    bad = gferry("globus", "transfer", "-r", f"globus://{a}/data", f"globus://{b}/p/", "--notify", "sometimes")
+    assert bad.returncode == 2 and "Unknown --notify" in bad.stderr
+    local = gferry("globus", "transfer", "/tmp", f"globus://{b}/p/")
+    assert local.returncode == 2 and "Both ends must be Globus collections" in local.stderr
+
+
+def test_schedule_once_and_bad_input(gferry: Ferry, globus_fake: FakeGlobus) -> None:
+    a, b = _two(globus_fake)
+    gferry.ok("globus", "schedule", f"globus://{a}/data/run42/scan_001.h5", f"globus://{b}/project/", "--at", "23:30")
+    (timer,) = globus_fake.timers.values()
+    assert timer["schedule"]["type"] == "once"
+    assert timer["body"]["DATA"] == [
+        {"DATA_TYPE": "transfer_item", "source_path": "/data/run42/scan_001.h5",
+         "destination_path": "/project/scan_001.h5", "recursive": False}
+    ]  # fmt: skip
+    res = gferry("globus", "schedule", f"globus://{a}/data/run42", f"globus://{b}/p/", "--at", "02:00")
+    assert res.returncode == 2 and "use -r" in res.stderr
+    res = gferry("globus", "schedule", "-r", f"globus://{a}/data", f"globus://{b}/p/", "--at", "25:00")
+    assert res.returncode == 2
+    res = gferry(
+        "globus", "schedule", "-r", f"globus://{a}/data", f"globus://{b}/p/", "--at", "02:00", "--until", "03:00"
+    )
+    assert res.returncode == 2 and "--until needs --every" in res.stderr
+
+
+def test_person_not_logged_in_is_told_how(gferry: Ferry, globus_fake: FakeGlobus) -> None:
+    a, _ = _two(globus_fake)
+    del gferry.extra_env["GLOBUS_CLIENT_ID"], gferry.extra_env["GLOBUS_CLIENT_SECRET"]
+    res = gferry("globus", "whoami")
+    assert res.returncode == 1 and "ferry globus login" in res.stderr
+    res = gferry("ls", f"globus://{a}/data")
+    assert res.returncode == 1 and "ferry globus login" in res.stderr, describe(res)
+    # no terminal to paste a code into: a clear refusal, not a hang
+    res = gferry("globus", "login", timeout=60)
+    assert res.returncode == 1 and "needs a person at a terminal" in res.stderr, describe(res)

@@ -403,6 +403,18 @@ class GlobusAuth:
 
     def _run_user_flow(self, extra: list[str]) -> None:
         from globus_sdk.gare import GlobusAuthorizationParameters
+
+        from ferry.credentials.prompts import NobodyToAsk, prompter
+
+        if isinstance(prompter(), NobodyToAsk):
+            # No terminal and no window (cron, a pipeline): a browser login would wait for a person
+            # who is not there. Refuse at once, saying what works unattended.
+            raise AuthError(
+                "Logging in to Globus needs a person at a terminal or the desktop app: run 'ferry globus login' "
+                "there once (tokens are kept and refreshed), or set GLOBUS_CLIENT_ID and GLOBUS_CLIENT_SECRET "
+                "for a service account",
+                action=Action.LOGIN,
+            )
         from globus_sdk.login_flows import LocalServerLoginFlowManager
         from globus_sdk.login_flows.local_server_login_flow_manager import LocalServerEnvironmentalLoginError
 
