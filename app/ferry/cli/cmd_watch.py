@@ -13,7 +13,7 @@ from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ferry.core.errors import UsageError
 from ferry.core.progress import Accounting
-from ferry.core.units import format_duration, format_rate, format_size, parse_duration, parse_size
+from ferry.core.units import format_rate, format_size, parse_duration, parse_size
 from ferry.transfers.watch import DEFAULT_SETTLE, WatchCounters, Watcher, WatchSpec
 
 
@@ -153,7 +153,12 @@ def cmd_watch(args: argparse.Namespace) -> int:
         use_inotify=not args.poll,
     )
     run = tc.parallel_config(args.parallel)
-    watcher = Watcher(spec, parallel=run["parallel"], bwlimit=parse_size(args.bwlimit) if args.bwlimit else None)
+    watcher = Watcher(
+        spec,
+        parallel=run["parallel"],
+        auto_parallel=bool(run.get("auto_parallel")),
+        bwlimit=parse_size(args.bwlimit) if args.bwlimit else None,
+    )
     output = _WatchOutput(watcher, args.source, as_json=args.json)
     watcher.extra_listener = tc.CliListener(output)
     watcher.on_message = output.message
@@ -176,13 +181,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
         how = (
             f"until {args.until} exists"
             if args.until
-            else f"until idle for {format_duration(until_idle)}"
+            else f"until idle for {args.until_idle}"
             if until_idle
             else "until Ctrl+C"
         )
         output.message(
             f"Watching {tc.escape_name(args.source)} -> {tc.escape_name(args.dest)} as job {job_id} "
-            f"(settle {format_duration(settle)}, {how})"
+            f"(settle {args.settle}, {how})"
         )
     output.start()
     try:

@@ -162,6 +162,7 @@ class Watcher:
         store: Store | None = None,
         *,
         parallel: int = 4,
+        auto_parallel: bool = False,
         bwlimit: int | None = None,
         listener: Listener | None = None,
         ask: AskFn | None = None,
@@ -182,6 +183,7 @@ class Watcher:
         self.spec = spec
         self.store = store or Store()
         self.parallel = parallel
+        self.auto_parallel = auto_parallel
         self.bwlimit = bwlimit
         self.extra_listener: Listener = listener or NullListener()
         self.ask = ask
@@ -389,7 +391,9 @@ class Watcher:
         self._inotify = ino
 
     def _start_runner(self) -> None:
-        config = RunConfig(parallel=self.parallel, bwlimit=self.bwlimit, job_ids=[self.job_id])
+        config = RunConfig(
+            parallel=self.parallel, auto_parallel=self.auto_parallel, bwlimit=self.bwlimit, job_ids=[self.job_id]
+        )
         runner = Runner(self.store, config, listener=_Feedback(self), ask=self.ask, pool=self.pool)
         self.runner = runner
         self._runner_thread = threading.Thread(target=self._run_runner, args=(runner,), name="ferry-watch-run")
