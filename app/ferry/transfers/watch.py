@@ -450,7 +450,7 @@ class Watcher:
             for c in self._pending.values():
                 due = c.closed_at + self._grace(c) if c.closed else c.changed_at + self.spec.settle
                 soonest = min(soonest, due - now)
-        return max(0.01, soonest)
+        return max(0.05, soonest)  # a file that cannot be statted must not make this spin
 
     def _loop(self) -> None:
         spec = self.spec
