@@ -116,6 +116,7 @@ def test_connection_cut_mid_upload_reconnects_and_resumes(sshd: SshServer, tmp_p
         assert not partials(remote)
         event = file_events(res.stdout)["big.bin"]
         assert event["state"] == "done" and "sha256 match" in event["verified"], event
+        assert "resumed after" in event["verified"] and "prefix was checked" in event["verified"], event
         # Resumed, not restarted: well under two whole copies crossed the wire.
         assert proxy.upstream_bytes < (48 << 20) * 1.6
     finally:

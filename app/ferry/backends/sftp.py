@@ -737,6 +737,7 @@ class SFTPWriter(Writer):
         self.final_path = final_path
         self.temp_path = posixpath.join(folder, temp_name(name, token))
         self.offset = 0
+        self.verified_note = ""
         self._readback = readback
         self._cm: Any = backend._host.sftp()
         client = self._cm.__enter__()
@@ -751,6 +752,12 @@ class SFTPWriter(Writer):
             self._f = client.open(_b(self.temp_path), "r+b" if resume else "wb", bufsize=1 << 20)
             if resume:
                 self._f.seek(self.offset)
+                if self.offset and readback:
+                    # Shown in the file's record (the copy path adds it to "sha256 match").
+                    self.verified_note = (
+                        f"resumed after {self.offset} bytes already on the server; that prefix was checked "
+                        f"by the remote {readback} of the whole file"
+                    )
             self._f.set_pipelined(True)  # no round trip per write: replies are checked at close
             self._f.MAX_REQUEST_SIZE = backend._host.request_size
         except BaseException as exc:
