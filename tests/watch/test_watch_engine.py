@@ -354,3 +354,14 @@ def test_cancelling_the_watch_job_from_the_queue_ends_the_watch(tmp_path: Path, 
     res = w.wait(60)
     assert res is not None
     assert (res.state, res.reason, res.counters.state) == ("cancelled", "cancelled", "cancelled")
+
+
+def test_progress_line_shows_the_counters() -> None:
+    from ferry.cli.cmd_watch import progress_text
+    from ferry.transfers.watch import WatchCounters
+
+    c = WatchCounters(seen=12, pending=2, queued=1, shipped=9, verified=9, deleted=8, failed=1, bytes_shipped=3 << 20)
+    line = progress_text("out/", c, speed=1 << 20)
+    assert line.startswith("watch out/: seen 12, shipped 9, verified 9, deleted 8, failed 1")
+    assert "2 settling" in line and "1 queued" in line and "3.0 MiB" in line and "1.0 MiB/s" in line
+    assert WatchCounters.from_json(c.to_json()) == c
