@@ -482,6 +482,17 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._json(400, {"error": "unsupported_grant_type"})
             return
+        if path == "/v2/oauth2/authorize" and method == "GET":
+            # The person logs in and consents at once: back to the app's redirect with a code for
+            # exactly the scopes asked for (what Globus Auth does after the login page).
+            code = "code-" + secrets.token_hex(6)
+            fake.auth_codes[code] = _split_scopes(q.get("scope", ""))
+            sep = "&" if "?" in q["redirect_uri"] else "?"
+            self.send_response(302)
+            self.send_header("Location", f"{q['redirect_uri']}{sep}code={code}&state={q.get('state', '')}")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if path == "/v2/oauth2/token/revoke":
             revoked = form.get("token", "")
             fake.tokens.pop(revoked, None)

@@ -217,3 +217,27 @@ def test_https_scope_is_asked_for_once_on_first_use(in_process: FakeGlobusServer
     assert any(s == f"https://auth.globus.org/scopes/{a}/https" for s in person.scopes_seen[-1])
     # the HTTPS token is kept with the others, under the collection's own resource server
     assert globus_auth.shared_auth().storage().get_token_data(a) is not None
+
+
+def test_browser_login_through_a_local_redirect(
+    in_process: FakeGlobusServer, person: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A desktop session: the login page opens in a browser (here curl, following the fake's
+    redirect back to Ferry's short-lived local server), and no code is pasted."""
+    import shutil
+
+    curl = shutil.which("curl")
+    if curl is None:
+        pytest.skip("curl is needed to play the browser")
+    monkeypatch.delenv("FERRY_GLOBUS_NO_BROWSER")
+    monkeypatch.delenv("SSH_CONNECTION", raising=False)
+    monkeypatch.delenv("SSH_TTY", raising=False)
+    monkeypatch.setenv("DISPLAY", ":99")
+    monkeypatch.setenv("BROWSER", f"{curl} -sfL -o /dev/null %s")
+    import webbrowser
+
+    monkeypatch.setattr(webbrowser, "_tryorder", None)  # re-read BROWSER
+    globus_auth.shared_auth().login()
+    assert person.asked == []  # nothing typed
+    assert globus_auth.shared_auth().logged_in()
+    assert "/v2/oauth2/authorize?" in capsys.readouterr().err  # the address is shown too

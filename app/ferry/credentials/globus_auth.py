@@ -415,7 +415,6 @@ class GlobusAuth:
                 "for a service account",
                 action=Action.LOGIN,
             )
-        from globus_sdk.login_flows import LocalServerLoginFlowManager
         from globus_sdk.login_flows.local_server_login_flow_manager import LocalServerEnvironmentalLoginError
 
         scopes = list(self.scopes_by_rs().values())
@@ -429,7 +428,7 @@ class GlobusAuth:
         response = None
         if _browser_possible():
             try:
-                manager = LocalServerLoginFlowManager(client, request_refresh_tokens=True)
+                manager = _browser_flow_class()(client, request_refresh_tokens=True)
                 response = manager.run_login_flow(params)
             except LocalServerEnvironmentalLoginError:
                 response = None  # fall back to pasting the code
@@ -554,6 +553,33 @@ def _prompting_flow_class() -> type[Any]:
             return code
 
     return _Flow
+
+
+def _browser_flow_class() -> type[Any]:
+    from globus_sdk.login_flows import LocalServerLoginFlowManager
+    from globus_sdk.login_flows.local_server_login_flow_manager import local_server_login_flow_manager as lsm
+
+    class _BrowserFlow(LocalServerLoginFlowManager):
+        """The SDK's local-redirect flow, also printing the address: a browser that 'opened' may
+        not have (a remote display, a sandbox), and the person needs a way in."""
+
+        def run_login_flow(self, auth_parameters: Any) -> Any:
+            lsm._check_remote_session()
+            with self.background_local_server() as server:
+                host, port = server.socket.getsockname()
+                url = self._get_authorize_url(auth_parameters, f"http://{host}:{port}")
+                sys.stderr.write(
+                    "Opening the Globus login page in your browser. If it does not open, visit:\n"
+                    f"  {url}\n(waiting for the login to finish; Ctrl+C to stop)\n"
+                )
+                sys.stderr.flush()
+                lsm._open_webbrowser(url)
+                code = server.wait_for_code()
+            if isinstance(code, BaseException):
+                raise AuthError(f"Globus login failed: {code}", action=Action.LOGIN)
+            return self.login_client.oauth2_exchange_code_for_tokens(code)
+
+    return _BrowserFlow
 
 
 class _PromptingLoginFlow:
