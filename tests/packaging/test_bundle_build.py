@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,7 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, subprocess.CompletedProcess[str]]]:
     out = tmp_path_factory.mktemp("bundle")
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY", "QT_QPA_PLATFORM")}
     env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"  # never the build machine's keychain
@@ -39,7 +41,9 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.Co
         timeout=900,
         check=False,
     )
-    return out, res
+    shutil.rmtree(out / "build", ignore_errors=True)  # PyInstaller's work folder: ~200 MB nobody reads
+    yield out, res
+    shutil.rmtree(out, ignore_errors=True)  # pytest keeps old temp folders; a bundle is ~260 MB
 
 
 def _show(res: subprocess.CompletedProcess[str]) -> str:
