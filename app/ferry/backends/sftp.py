@@ -803,12 +803,16 @@ class SFTPWriter(Writer):
             if overwrite:
                 c.posix_rename(_b(self.temp_path), _b(self.final_path))
             else:
+                # SFTP's RENAME never replaces (OpenSSH: link()+unlink()): no lstat round trip
+                # first, which also closes the window for a name appearing in between.
                 try:
-                    c.lstat(_b(self.final_path))
-                    raise AlreadyExists(f"Already exists: {self.backend.display(self.final_path)}")
-                except FileNotFoundError:
-                    pass
-                c.rename(_b(self.temp_path), _b(self.final_path))  # OpenSSH: link()+unlink(), never replaces
+                    c.rename(_b(self.temp_path), _b(self.final_path))
+                except OSError as exc:
+                    try:
+                        c.lstat(_b(self.final_path))
+                    except OSError:
+                        raise _map_error(exc, self.backend.display(self.final_path)) from exc
+                    raise AlreadyExists(f"Already exists: {self.backend.display(self.final_path)}") from exc
         except FerryError:
             raise
         except Exception as exc:
