@@ -191,3 +191,14 @@ def test_hostile_remote_names_stay_inside_the_destination(sshd: SshServer, tmp_p
     link = dest / "tree" / "escape-link"
     if link.is_symlink():  # links are copied as links, never followed out of the source tree
         assert os.readlink(link) == "../../../../etc/passwd"
+
+
+def test_saved_site_for_an_ssh_host(sshd: SshServer, tmp_path: Path) -> None:
+    ferry = ferry_as(tmp_path, user_home(sshd, tmp_path))
+    remote = sshd.mkdir()
+    ferry.ok("sites", "add", "lab", url(sshd, remote))
+    (tmp_path / "notes.txt").write_bytes(b"saved site\n")
+    ferry.ok("cp", tmp_path / "notes.txt", "lab:inbox/")
+    assert (remote / "inbox" / "notes.txt").read_bytes() == b"saved site\n"
+    listing = json.loads(ferry.ok("ls", "--json", "lab:inbox").stdout)
+    assert [e["name"] for e in listing] == ["notes.txt"]
