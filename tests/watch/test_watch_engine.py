@@ -365,3 +365,16 @@ def test_progress_line_shows_the_counters() -> None:
     assert line.startswith("watch out/: seen 12, shipped 9, verified 9, deleted 8, failed 1")
     assert "2 settling" in line and "1 queued" in line and "3.0 MiB" in line and "1.0 MiB/s" in line
     assert WatchCounters.from_json(c.to_json()) == c
+
+
+def test_the_older_api_calls_still_work(tmp_path: Path, store: object) -> None:
+    import ferry.api as api
+    from ferry.core.errors import UsageError
+
+    (tmp_path / "a.dat").write_bytes(b"a" * 3000)
+    res = api.copy([str(tmp_path / "a.dat")], f"{tmp_path}/out/", store=store)  # type: ignore[arg-type]
+    assert res.ok and res.files_done == 1 and (tmp_path / "out" / "a.dat").read_bytes() == b"a" * 3000
+    job = api.enqueue([str(tmp_path / "a.dat")], f"{tmp_path}/later/", store=store)  # type: ignore[arg-type]
+    assert api.status(job, store=store)["state"] == "queued"  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="still queued"):
+        api.wait(job, timeout=0.1, store=store, poll=0.05)  # type: ignore[arg-type]
