@@ -541,7 +541,8 @@ class MainWindow(QMainWindow):
         if snap is None or any(j.state in ("queued", "running") for j in snap.jobs):
             return
         if self.transfer_settings.when_done == "notify":
-            self.notify("Ferry", "All transfers have finished")
+            failed = sum(1 for j in snap.jobs if j.state == "failed")
+            self.notify("Ferry", "The queue has finished" + (f" ({failed} job(s) failed)" if failed else ""))
         elif self.transfer_settings.when_done == "quit":
             self.close()
 
@@ -637,6 +638,10 @@ class MainWindow(QMainWindow):
         """The failed row's suggestion: retrying reconnects, which asks again (log in, trust key)."""
         if action is Action.FREE_SPACE and not self.confirm(
             "Free space", "Free some space on the destination, then press OK to retry."
+        ):
+            return
+        if action is Action.CHECK_PERMISSIONS and not self.confirm(
+            "Check permissions", "Make sure you may write to the destination folder, then press OK to retry."
         ):
             return
         if action in (Action.LOGIN, Action.TRUST_HOST_KEY):

@@ -134,6 +134,8 @@ class Breadcrumbs(QWidget):
             item = self._lay.takeAt(0)
             w = item.widget() if item is not None else None
             if w is not None:
+                w.hide()  # deleteLater() alone left the old crumbs drawn under the new ones
+                w.setParent(None)
                 w.deleteLater()
         for label, target in crumbs(address):
             b = QToolButton()
@@ -213,7 +215,7 @@ class Pane(QWidget):
         self.refresh_btn = self._tool("⟳", "Refresh (Ctrl+R)", self.refresh)
         for b in (self.back_btn, self.fwd_btn, self.up_btn, self.refresh_btn):
             top.addWidget(b)
-        self.hidden_btn = self._tool("◌", "Show hidden files (Ctrl+H)", None)
+        self.hidden_btn = self._tool(".*", "Show hidden files: names starting with a dot (Ctrl+H)", None)
         self.hidden_btn.setCheckable(True)
         self.hidden_btn.toggled.connect(self.model.set_show_hidden)
         top.addWidget(self.hidden_btn)
@@ -446,6 +448,11 @@ class Pane(QWidget):
         if selected:
             self.select_names(selected)
         n = len(self.model.all_entries())
+        if not self.model.rowCount():
+            hidden = n - self.model.rowCount()
+            self.show_hint(
+                "This folder is empty" if not n else f"Nothing to show: {hidden:,} hidden or filtered item(s)"
+            )
         self.status.emit(f"{self.address}: {n:,} item{'s' if n != 1 else ''} ({time.monotonic() - started:.1f} s)")
         self.listed.emit(gen)
 

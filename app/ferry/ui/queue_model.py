@@ -44,6 +44,16 @@ FILTERS: dict[str, Callable[[JobRow], bool]] = {
 _VERIFIED = {"sha256": "sha256 checked", "blake3": "blake3 checked", "size": "sizes checked", "none": "not verified"}
 
 
+def gui_message(job_id: int, message: str | None) -> str | None:
+    """The engine's job messages name CLI commands; in the window the buttons do that."""
+    if not message:
+        return message
+    for cmd, button in ((f"'ferry queue retry {job_id}'", "Retry"), ("'ferry queue resume'", "Resume"),
+                        ("'ferry queue run'", "Resume")):  # fmt: skip
+        message = message.replace(cmd, button)
+    return message
+
+
 def fix_for(message: str | None) -> tuple[Action, str] | None:
     """The action a failed job's message points at, with the button's words."""
     text = (message or "").lower()
@@ -53,6 +63,8 @@ def fix_for(message: str | None) -> tuple[Action, str] | None:
         return Action.LOGIN, "Log in again"
     if "space" in text or "disk full" in text or "quota" in text:
         return Action.FREE_SPACE, "Free space, then retry"
+    if "permission" in text or "read-only" in text or "not allowed" in text:
+        return Action.CHECK_PERMISSIONS, "Check permissions, then retry"
     if message:
         return Action.RETRY, "Retry"
     return None
@@ -196,7 +208,8 @@ class QueueModel(QAbstractItemModel):
                 return f"#{j.id}  {j.title}"
             if col == STATE:
                 state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
-                return f"{state}: {j.message}" if j.message and j.state in ("failed", "paused") else state
+                msg = gui_message(j.id, j.message)
+                return f"{state}: {msg}" if msg and j.state in ("failed", "paused") else state
             if col == PROGRESS:
                 return f"{j.fraction * 100:.0f}%"
             if col == BYTES:
@@ -212,7 +225,7 @@ class QueueModel(QAbstractItemModel):
                 return _VERIFIED.get(j.verify, j.verify)
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == STATE and j.message:
-                return j.message
+                return gui_message(j.id, j.message)
             if col == TITLE:
                 return "\n".join([*j.sources, f"→ {j.dest}"])
         if role == Qt.ItemDataRole.ForegroundRole and (j.state == "failed" or (col == FILES and j.files_failed)):

@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ferry.core.errors import Action
-from ferry.ui.queue_model import PROGRESS, FractionRole, QueueModel, fix_for
+from ferry.ui.queue_model import PROGRESS, FractionRole, QueueModel, fix_for, gui_message
 from ferry.ui.queue_service import JobRow
 
 
@@ -119,8 +119,8 @@ class QueuePanel(QWidget):
         h = self.view.header()
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         h.setStretchLastSection(False)
-        h.resizeSection(1, 170)
-        h.resizeSection(2, 110)
+        for col, width in ((1, 190), (2, 110), (3, 140), (4, 110), (5, 90), (6, 70), (7, 130)):
+            h.resizeSection(col, width)
         lay.addWidget(self.view, 1)
         self.fix_label = QLabel("")
         self.fix_label.setObjectName("fixLabel")
@@ -151,11 +151,15 @@ class QueuePanel(QWidget):
         self.buttons["cancel"].setEnabled(bool(states & {"queued", "running", "paused"}))
         self.buttons["retry"].setEnabled(any(j.files_failed or j.state in ("failed", "cancelled") for j in jobs))
         fixes = [fix_for(j.message) for j in jobs if j.state in ("failed", "paused") and j.message]
-        fix = next((f for f in fixes if f is not None), None)
+        # A plain retry is the Retry button already; the fix button offers something else.
+        fix = next((f for f in fixes if f is not None and f[0] is not Action.RETRY), None)
+        self.buttons["fix"].setVisible(fix is not None)
         self.buttons["fix"].setEnabled(fix is not None)
         self.buttons["fix"].setText(fix[1] if fix else "Fix…")
         failing = [j for j in jobs if j.message and j.state in ("failed", "paused")]
-        self.fix_label.setText(f"Job {failing[0].id}: {failing[0].message}" if failing else "")
+        self.fix_label.setText(
+            f"Job {failing[0].id}: {gui_message(failing[0].id, failing[0].message)}" if failing else ""
+        )
 
     def refresh_buttons(self) -> None:
         self._selection_changed()

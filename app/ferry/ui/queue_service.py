@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,6 +28,7 @@ from ferry.transfers.store import JOB_FINISHED, NewTask, Store, Task, TaskResult
 log = logging.getLogger(__name__)
 
 Post = Callable[[Callable[[], object]], None]
+SPEED_WINDOW = 5.0  # seconds of history behind a job's speed
 
 
 class SharedPool(BackendPool):
@@ -224,7 +226,7 @@ class QueuePoller:
         self._now = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="ferry-ui-poll", daemon=True)
         self._cache: dict[int, tuple[str, JobRow]] = {}  # finished jobs are not counted again
-        self._last: dict[int, tuple[float, int]] = {}
+        self._last: dict[int, deque[tuple[float, int]]] = {}
         self.on_thread_start: Callable[[], object] | None = None
 
     def start(self) -> None:
@@ -267,11 +269,15 @@ class QueuePoller:
                 continue
             c = store.counts(job.id)
             done_bytes = c.size("done") + c.size("skipped")
-            prev = self._last.get(job.id)
+            # Speed over the last few seconds: files finish in bursts, so one poll's change
+            # would jump between zero and several times the real rate.
+            history = self._last.setdefault(job.id, deque())
+            history.append((now, done_bytes))
+            while len(history) > 2 and now - history[0][0] > SPEED_WINDOW:
+                history.popleft()
             speed = 0.0
-            if prev is not None and now > prev[0] and job.state == "running":
-                speed = max(0.0, (done_bytes - prev[1]) / (now - prev[0]))
-            self._last[job.id] = (now, done_bytes)
+            if job.state == "running" and len(history) > 1 and now > history[0][0]:
+                speed = max(0.0, (done_bytes - history[0][1]) / (now - history[0][0]))
             row = JobRow(
                 id=job.id,
                 state=job.state,

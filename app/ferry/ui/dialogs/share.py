@@ -31,7 +31,6 @@ from PySide6.QtWidgets import (
 )
 
 from ferry.core.errors import describe
-from ferry.core.units import format_duration
 from ferry.sharing.base import Link, ShareRequest
 
 # The longest expiry each kind of backend honours (None: until revoked). S3 pre-signed URLs are
@@ -47,13 +46,26 @@ KINDS = (
 RunAsync = Callable[[Callable[[], Link], Callable[[Link], object], Callable[[BaseException], object]], object]
 
 
+def humane(seconds: float) -> str:
+    """'7 days', '2 days 3 h', '45 min': how a person reads an expiry."""
+    s = int(seconds)
+    days, rest = divmod(s, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days} day{'s' if days != 1 else ''}" + (f" {hours} h" if hours else "")
+    if hours:
+        return f"{hours} h" + (f" {minutes} min" if minutes else "")
+    return f"{max(1, minutes)} min" if s >= 60 else f"{s} s"
+
+
 def expiry_error(scheme: str, kind: str, expires: timedelta) -> str | None:
     """Why this expiry cannot be honoured, or None."""
     if expires <= timedelta(0):
         return "The expiry must be in the future"
     limit = MAX_EXPIRY.get(scheme)
     if kind != "grant" and limit is not None and expires > limit:
-        return f"{scheme.upper()} links can last at most {format_duration(limit.total_seconds())}"
+        return f"{scheme.upper()} links can last at most {humane(limit.total_seconds())}"
     if kind == "grant" and scheme != "globus":
         return "Access grants exist only on Globus collections"
     return None
@@ -105,7 +117,7 @@ class ShareDialog(QDialog):
         exp.addStretch(1)
         limit = MAX_EXPIRY.get(scheme)
         self.amount.setToolTip(
-            f"At most {format_duration(limit.total_seconds())} on {scheme}" if limit else "How long the link works"
+            f"At most {humane(limit.total_seconds())} on {scheme}" if limit else "How long the link works"
         )
         form.addRow("Expires in:", exp)
         self.grantee = QLineEdit()
@@ -230,7 +242,7 @@ class ShareDialog(QDialog):
         if link.expires is None:
             return "until revoked"
         left = (link.expires - (now or datetime.now(UTC))).total_seconds()
-        return "expired" if left <= 0 else format_duration(left)
+        return "expired" if left <= 0 else humane(left)
 
     def tick(self) -> None:
         for row, link in enumerate(self._links):
