@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from PySide6.QtCore import QModelIndex, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QFocusEvent, QPaintEvent
+from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QFocusEvent, QPainter, QPaintEvent, QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -85,8 +85,16 @@ class FileView(QTableView):
         PAINT_GATE.close()  # listing workers pause so each cell's trip into Python is quick
         try:
             super().paintEvent(event)
+            model = self.model()
+            if model is not None and model.rowCount() == 0 and self.placeholder:
+                painter = QPainter(self.viewport())
+                painter.setPen(self.palette().color(QPalette.ColorRole.PlaceholderText))
+                painter.drawText(self.viewport().rect(), Qt.AlignmentFlag.AlignCenter, self.placeholder)
+                painter.end()
         finally:
             PAINT_GATE.open()
+
+    placeholder = ""  # said in an empty listing ("This folder is empty")
 
     # A drop from a file manager arrives as a plain copy; a drop from our own pane keeps the
     # action the person chose (Shift = move). The model decides what the drop means.
@@ -135,8 +143,7 @@ class Breadcrumbs(QWidget):
             w = item.widget() if item is not None else None
             if w is not None:
                 w.hide()  # deleteLater() alone left the old crumbs drawn under the new ones
-                w.setParent(None)
-                w.deleteLater()
+                w.deleteLater()  # (not setParent(None): Python would then free it first)
         for label, target in crumbs(address):
             b = QToolButton()
             b.setText(label)
@@ -265,6 +272,7 @@ class Pane(QWidget):
             header.resizeSection(col, width)
         self.view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.view.focused.connect(self.activated.emit)
+        self.model.modelReset.connect(self._update_placeholder)
         self.view.activated.connect(self._activated)
         lay.addWidget(self.view, 1)
         self.message = QLabel("")
@@ -369,6 +377,7 @@ class Pane(QWidget):
         self.setToolTip("")
         selected = {e.name for e in self.selected_entries()} if keep_selection else set()
         self.model.begin_listing(address)
+        self.view.placeholder = ""
         self.loading = True
         self.spinner.show()
         self.status.emit(f"Listing {address}…")
@@ -448,13 +457,21 @@ class Pane(QWidget):
         if selected:
             self.select_names(selected)
         n = len(self.model.all_entries())
-        if not self.model.rowCount():
-            hidden = n - self.model.rowCount()
-            self.show_hint(
-                "This folder is empty" if not n else f"Nothing to show: {hidden:,} hidden or filtered item(s)"
-            )
+        self._update_placeholder()
         self.status.emit(f"{self.address}: {n:,} item{'s' if n != 1 else ''} ({time.monotonic() - started:.1f} s)")
         self.listed.emit(gen)
+
+    def _update_placeholder(self) -> None:
+        """What an empty listing says: empty, or everything hidden by the filter/hidden toggle."""
+        n = len(self.model.all_entries())
+        if self.loading or self.model.rowCount():
+            text = ""
+        elif not n:
+            text = "This folder is empty"
+        else:
+            text = f"{n:,} item(s) hidden by the filter or the hidden-files toggle"
+        self.view.placeholder = text
+        self.view.viewport().update()
 
     def _show_error(self, text: str) -> None:
         self.error_text = text
