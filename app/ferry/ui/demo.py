@@ -175,7 +175,11 @@ class DemoServers:
 
     # ---- S3 ----
     def _start_s3(self) -> None:
+        import logging
+
         from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request on the terminal
 
         self.s3_port = _free_port()
         server = ThreadedMotoServer(ip_address=HOST, port=self.s3_port, verbose=False)
@@ -200,6 +204,7 @@ class DemoServers:
     def open_in(self, window: object) -> None:
         """Left pane: sample files on this computer; right pane: the SFTP server (or S3)."""
         from ferry.backends.registry import backend_class
+        from ferry.ui.sites_menu import Place
 
         left, right = window.left, window.right  # type: ignore[attr-defined]
         left.navigate(str(self.local), remember=False)
@@ -214,6 +219,11 @@ class DemoServers:
                 self.problems.append(
                     "The S3 backend is not installed in this build, so the S3 demo bucket is not shown"
                 )
+        places = [Place(f"Demo: {t}", t, "demo", "a throwaway loopback server started by --demo") for t in targets]
+        places.insert(0, Place("Demo: this computer", str(self.local), "demo", str(self.local)))
+        for pane in (left, right):
+            pane.extra_places = places
+            pane.reload_places()
         if targets:
             right.navigate(targets[0], remember=False)
         hint = "Demo: " + " · ".join([f"left: {self.local}", *(f"try {t}" for t in targets), *self.problems])

@@ -204,6 +204,7 @@ class Pane(QWidget):
         self._forward: list[Address] = []
         self.error_text = ""
         self.resolve: Callable[[str], Address] = _resolve
+        self.extra_places: list[Place] = []  # e.g. the --demo servers, listed first
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
@@ -297,8 +298,8 @@ class Pane(QWidget):
     def reload_places(self) -> None:
         self.site.blockSignals(True)
         self.site.clear()
-        groups: dict[str, list[Place]] = {"local": [], "site": [], "ssh": []}
-        for p in all_places():
+        groups: dict[str, list[Place]] = {"demo": [], "local": [], "site": [], "ssh": []}
+        for p in [*self.extra_places, *all_places()]:
             groups[p.group].append(p)
         first = True
         for name, items in groups.items():
