@@ -19,7 +19,7 @@ from ferry.transfers.store import Task
 from ferry.ui.bridge import Bridge
 from ferry.ui.dialogs.conflict import ConflictAsker, ConflictDialog
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
-from ferry.ui.dialogs.prompts import HostKeyDialog, QtPrompter, SecretDialog
+from ferry.ui.dialogs.prompts import HostKeyDialog, QtPrompter, SecretDialog, YesNoDialog
 from ferry.ui.dialogs.properties import PropertiesDialog
 from ferry.ui.dialogs.share import ShareDialog, expiry_error
 from ferry.ui.dialogs.site_manager import SiteManagerDialog
@@ -249,6 +249,9 @@ def test_prompt_dialogs_accept_and_reject(qtbot) -> None:  # type: ignore[no-unt
                 d.buttons.accepted.emit()
         elif isinstance(d, HostKeyDialog):
             d.always.click()
+        elif isinstance(d, YesNoDialog):
+            seen.append(d.prompt_label.text())
+            d.yes.click()
 
     bridge.prompt_shown.connect(answer)
     out: dict[str, object] = {}
@@ -259,14 +262,15 @@ def test_prompt_dialogs_accept_and_reject(qtbot) -> None:  # type: ignore[no-unt
             prompter.ask("ada@hpc", "Verification code: ", echo=False)
         except Exception as exc:
             out["code"] = str(exc)
+        out["consent"] = prompter.ask("Globus consent", "Globus needs your consent for x. Log in again? [y/N] ", echo=True)
         out["key"] = prompter.confirm_host_key("hpc", "ssh-ed25519", "SHA256:abc")
 
     t = threading.Thread(target=worker)
     t.start()
     qtbot.waitUntil(lambda: "key" in out, timeout=10_000)
     t.join()
-    assert out == {"pw": "hunter2", "code": "ada@hpc: cancelled by you", "key": "save"}
-    assert seen == ["Password: ", "Verification code: "]
+    assert out == {"pw": "hunter2", "code": "ada@hpc: cancelled by you", "consent": "y", "key": "save"}
+    assert seen == ["Password: ", "Verification code: ", "Globus needs your consent for x. Log in again?"]
     bridge.shutdown()
 
 

@@ -808,6 +808,7 @@ class MainWindow(QMainWindow):
         dlg = SiteManagerDialog(parent=self)
         dlg.saved.connect(lambda _n: self._reload_places())
         dlg.tester = self._test_site
+        dlg.run_async = self.run_async
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.finished.connect(lambda _c: self._reload_places())
         dlg.open()

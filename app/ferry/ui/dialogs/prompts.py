@@ -51,6 +51,33 @@ class SecretDialog(QDialog):
         self.answer.setFocus()
 
 
+class YesNoDialog(QDialog):
+    """A question the engine asks as "... [y/N]" (Globus consent): two buttons instead of typing."""
+
+    def __init__(self, title: str, prompt: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle(title)
+        self.setObjectName("yesNoDialog")
+        lay = QVBoxLayout(self)
+        text = prompt.rstrip()
+        text = text[: -len("[y/N]")].rstrip() if text.endswith("[y/N]") else text
+        self.prompt_label = QLabel(text)
+        self.prompt_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.prompt_label.setWordWrap(True)
+        lay.addWidget(self.prompt_label)
+        box = QDialogButtonBox()
+        self.yes = box.addButton("Yes, log in", QDialogButtonBox.ButtonRole.AcceptRole)
+        self.no = box.addButton("Not now", QDialogButtonBox.ButtonRole.RejectRole)
+        self.no.setDefault(True)
+        box.accepted.connect(self.accept)
+        box.rejected.connect(self.reject)
+        lay.addWidget(box)
+
+
+def is_yes_no(prompt: str) -> bool:
+    return prompt.rstrip().endswith("[y/N]")
+
+
 class HostKeyDialog(QDialog):
     """An unknown host key: fingerprint, the known_hosts line it would add, and three choices."""
 
@@ -114,6 +141,9 @@ class QtPrompter:
         self.parent = parent
 
     def ask(self, title: str, prompt: str, *, echo: bool) -> str:
+        if echo and is_yes_no(prompt):
+            return self._yes_no(title, prompt)
+
         def show(reply: Callable[[Any], None]) -> None:
             dlg = SecretDialog(title, prompt, echo, self.parent())
             dlg.finished.connect(lambda code: reply(dlg.answer.text() if code == QDialog.DialogCode.Accepted else None))
@@ -124,6 +154,17 @@ class QtPrompter:
         answer: str | None = self.bridge.ask_blocking(show, None)
         if answer is None:
             raise AuthError(f"{title}: cancelled by you")
+        return answer
+
+    def _yes_no(self, title: str, prompt: str) -> str:
+        def show(reply: Callable[[Any], None]) -> None:
+            dlg = YesNoDialog(title, prompt, self.parent())
+            dlg.finished.connect(lambda code: reply("y" if code == QDialog.DialogCode.Accepted else "n"))
+            dlg.finished.connect(dlg.deleteLater)
+            dlg.open()
+            self.bridge.prompt_shown.emit(dlg)
+
+        answer: str = self.bridge.ask_blocking(show, "n")
         return answer
 
     def confirm_host_key(self, host: str, key_type: str, fingerprint: str) -> str:

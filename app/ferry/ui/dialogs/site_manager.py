@@ -54,6 +54,8 @@ class SiteManagerDialog(QDialog):
         self.setObjectName("siteManagerDialog")
         self.store = store or SiteStore()
         self.tester: Callable[[str, Callable[[str], None]], object] | None = None
+        # Set by the window: run slow calls in the background, results back on the UI thread.
+        self.run_async: Callable[..., object] | None = None
         self.resize(720, 460)
         outer = QHBoxLayout(self)
         left = QVBoxLayout()
@@ -150,7 +152,22 @@ class SiteManagerDialog(QDialog):
         self.globus_path = _line("/~/ (optional)")
         f.addRow("Collection:", self.collection)
         f.addRow("Folder:", self.globus_path)
-        globus_note = QLabel("Log in with 'ferry globus login'; Ferry asks for consent when a collection needs it.")
+        self.globus_login_btn = QPushButton("Log in to Globus…")
+        self.globus_login_btn.setToolTip("Opens the Globus login in your browser (or asks for the code it shows)")
+        self.globus_login_btn.clicked.connect(self._globus_login)
+        f.addRow("", self.globus_login_btn)
+        find_row = QHBoxLayout()
+        self.globus_search = _line("find a collection by name", "Search Globus for collections you can use")
+        self.globus_find_btn = QPushButton("Find")
+        self.globus_find_btn.clicked.connect(self._globus_find)
+        find_row.addWidget(self.globus_search)
+        find_row.addWidget(self.globus_find_btn)
+        f.addRow("Search:", find_row)
+        self.globus_results = QComboBox()
+        self.globus_results.setToolTip("Choose one to fill in the collection id")
+        self.globus_results.activated.connect(self._globus_chosen)
+        f.addRow("Found:", self.globus_results)
+        globus_note = QLabel("Ferry asks for consent when a collection needs it.")
         globus_note.setWordWrap(True)
         f.addRow("", globus_note)
         self.pages.addWidget(p)
@@ -376,6 +393,54 @@ class SiteManagerDialog(QDialog):
         self.message.setText(f"Connecting to {name}…")
         if self.tester is not None:
             self.tester(f"{name}:", self.message.setText)
+
+    # ---- Globus ----
+    def _globus_login(self) -> None:
+        if self.run_async is None:
+            return
+
+        def work() -> str:
+            from ferry.credentials.globus_auth import shared_auth
+
+            auth = shared_auth()
+            auth.login(force=True)
+            who = auth.whoami()
+            return who.get("username") or who.get("name") or "you"
+
+        self.message.setText("Logging in to Globus… (a browser window or a dialog asks next)")
+        self.run_async(work, lambda who: self.message.setText(f"Logged in to Globus as {who}."), self._failed)
+
+    def _globus_find(self) -> None:
+        text = self.globus_search.text().strip()
+        if not text or self.run_async is None:
+            return
+
+        def work() -> list[tuple[str, str]]:
+            from ferry.credentials.globus_auth import shared_auth
+
+            found = shared_auth().transfer_client().endpoint_search(text, limit=25)
+            return [(str(ep["display_name"] or ep["id"]), str(ep["id"])) for ep in found]
+
+        def done(found: list[tuple[str, str]]) -> None:
+            self.globus_results.clear()
+            for name, cid in found:
+                self.globus_results.addItem(f"{name} ({cid[:8]}…)", cid)
+            self.message.setText(f"{len(found)} collection(s) found" if found else "No collection matches that name")
+
+        self.message.setText("Searching Globus…")
+        self.run_async(work, done, self._failed)
+
+    def _globus_chosen(self, index: int) -> None:
+        cid = self.globus_results.itemData(index)
+        if cid:
+            self.collection.setText(str(cid))
+            if not self.name.text():
+                self.name.setText(self.globus_results.itemText(index).split(" (")[0].replace(" ", "-")[:40])
+
+    def _failed(self, exc: BaseException) -> None:
+        from ferry.core.errors import describe
+
+        self.message.setText(describe(exc))
 
     # ---- ssh_config ----
     def _import_menu(self) -> None:
