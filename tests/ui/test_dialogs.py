@@ -262,7 +262,9 @@ def test_prompt_dialogs_accept_and_reject(qtbot) -> None:  # type: ignore[no-unt
             prompter.ask("ada@hpc", "Verification code: ", echo=False)
         except Exception as exc:
             out["code"] = str(exc)
-        out["consent"] = prompter.ask("Globus consent", "Globus needs your consent for x. Log in again? [y/N] ", echo=True)
+        out["consent"] = prompter.ask(
+            "Globus consent", "Globus needs your consent for x. Log in again? [y/N] ", echo=True
+        )
         out["key"] = prompter.confirm_host_key("hpc", "ssh-ed25519", "SHA256:abc")
 
     t = threading.Thread(target=worker)

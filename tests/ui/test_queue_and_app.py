@@ -152,3 +152,27 @@ def test_main_window_constructs_with_no_arguments_for_the_selftest(qapp, ferry_h
     w.show()
     w.close()
     assert w._closed
+
+
+def test_keep_awake_holds_a_lock_only_while_asked_and_gives_up_where_it_cannot() -> None:
+    from ferry.ui.keep_awake import KeepAwake
+
+    k = KeepAwake()
+    if not k.available:
+        k.hold()
+        assert not k.held
+        return
+    k.hold()
+    proc = k._proc
+    assert proc is not None
+    try:
+        proc.wait(1.0)  # without logind (a container) systemd-inhibit exits at once
+    except subprocess.TimeoutExpired:
+        assert k.held  # a real lock: held until released
+        k.release()
+        assert not k.held and proc.poll() is not None
+        return
+    k.hold()  # notices the failed lock and stops trying, saying why
+    assert not k.available and "exited" in k.failed
+    k.hold()
+    assert k._proc is None

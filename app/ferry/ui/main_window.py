@@ -37,6 +37,7 @@ from ferry.ui.bridge import Bridge, background_priority
 from ferry.ui.dialogs.conflict import ConflictAsker
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
 from ferry.ui.dialogs.prompts import QtPrompter
+from ferry.ui.keep_awake import KeepAwake
 from ferry.ui.listing_model import display_name
 from ferry.ui.pane import Pane
 from ferry.ui.queue_model import QueueModel
@@ -128,6 +129,7 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.speed_label)
         self.statusBar().addPermanentWidget(self.progress)
         self.tray: QSystemTrayIcon | None = None
+        self.keep_awake = KeepAwake()
 
         self.action_map: dict[str, QAction] = {}
         self._build_actions()
@@ -582,6 +584,10 @@ class MainWindow(QMainWindow):
         self.queue_panel.refresh_buttons()
         live = self.service.snapshot()
         active = [j for j in snap.jobs if j.state == "running"]
+        if active and self.transfer_settings.keep_awake:
+            self.keep_awake.hold()
+        else:
+            self.keep_awake.release()
         if live is not None and active:
             self.progress.show()
             self.progress.setValue(int(live.fraction * 1000))
@@ -920,6 +926,7 @@ class MainWindow(QMainWindow):
         self.service.stop()
         self.bridge.shutdown()
         self.pool.close_all()
+        self.keep_awake.release()
         if self.tray is not None:
             self.tray.hide()
         prompts.set_prompter(self._previous_prompter)

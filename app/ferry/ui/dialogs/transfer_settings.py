@@ -66,6 +66,16 @@ class TransferSettingsDialog(QDialog):
         form.addRow("Start at:", self.start_at)
         self.keep_awake = QCheckBox("Keep the computer awake while transfers run")
         self.keep_awake.setChecked(current.keep_awake)
+        from ferry.ui.keep_awake import KeepAwake
+
+        if not KeepAwake().available:
+            self.keep_awake.setToolTip("systemd-inhibit is not available here, so Ferry cannot keep the computer awake")
+            self.keep_awake.setText(
+                "Keep the computer awake while transfers run (not possible here: no systemd-inhibit)"
+            )
+            self.keep_awake.setEnabled(False)
+        else:
+            self.keep_awake.setToolTip("Holds a systemd-inhibit lock against sleep while any job runs")
         form.addRow("", self.keep_awake)
         self.when_done = QComboBox()
         for key in WHEN_DONE:
