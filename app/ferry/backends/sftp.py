@@ -107,6 +107,16 @@ class _Host:
         self.home = "/"
         self.hash_tools: dict[str, str] = {}
         self.hasher = HashBatcher(lambda command: self.run(command))
+        self.known_dirs: set[str] = set()  # folders seen to exist (saves ENOTDIR probes)
+
+    def remember_dir(self, path: str) -> None:
+        if len(self.known_dirs) > 50_000:
+            self.known_dirs.clear()
+        self.known_dirs.add(path.rstrip("/") or "/")
+
+    def forget_dirs(self) -> None:
+        """A folder was removed or something renamed: folders seen before may be gone (rare)."""
+        self.known_dirs.clear()
         self.request_size = 32 << 10  # SFTP's portable maximum until the server is known to be OpenSSH
         self._trusted_once: set[str] = set()
 
@@ -730,6 +740,35 @@ class _Reader:
         self.close()
 
 
+def _setstat_then(client: Any, path: bytes, mtime: datetime | None, how: str, new: bytes) -> None:
+    """Set ``path``'s times (if asked) and rename it, both requests in flight at once: one round
+    trip per committed file instead of two. The server answers in order; both answers are read
+    even when the first is an error, so the channel stays in step."""
+    from paramiko.sftp import CMD_EXTENDED, CMD_RENAME, CMD_SETSTAT
+    from paramiko.sftp_attr import SFTPAttributes
+
+    nums = []
+    if mtime is not None:
+        attr = SFTPAttributes()
+        attr.st_atime = attr.st_mtime = int(mtime.timestamp())  # SFTP v3 carries whole seconds
+        nums.append(client._async_request(type(None), CMD_SETSTAT, path, attr))
+    if how == "rename":
+        nums.append(client._async_request(type(None), CMD_RENAME, path, new))
+    else:
+        nums.append(client._async_request(type(None), CMD_EXTENDED, how, path, new))
+    errors: list[BaseException | None] = []
+    for num in nums:
+        try:
+            client._read_response(num)
+            errors.append(None)
+        except Exception as exc:
+            errors.append(exc)
+    if errors[-1] is not None:
+        raise errors[-1]
+    if errors[0] is not None:  # renamed, only the time could not be set: not worth failing the file
+        log.warning("could not set the modification time of %s: %s", _text(new), errors[0])
+
+
 class SFTPWriter(Writer):
     def __init__(self, backend: SFTPBackend, final_path: str, token: str, resume: bool, readback: str | None) -> None:
         self.backend = backend
@@ -797,16 +836,13 @@ class SFTPWriter(Writer):
         try:
             self._close_file()
             c = self._channel()
-            if mtime is not None:
-                ts = mtime.timestamp()
-                c.utime(_b(self.temp_path), (ts, ts))
             if overwrite:
-                c.posix_rename(_b(self.temp_path), _b(self.final_path))
+                _setstat_then(c, _b(self.temp_path), mtime, "posix-rename@openssh.com", _b(self.final_path))
             else:
                 # SFTP's RENAME never replaces (OpenSSH: link()+unlink()): no lstat round trip
                 # first, which also closes the window for a name appearing in between.
                 try:
-                    c.rename(_b(self.temp_path), _b(self.final_path))
+                    _setstat_then(c, _b(self.temp_path), mtime, "rename", _b(self.final_path))
                 except OSError as exc:
                     try:
                         c.lstat(_b(self.final_path))
@@ -906,12 +942,18 @@ class SFTPBackend(Backend):
             except Exception as exc:
                 raise self._refine(c, exc, path) from exc
 
-    def _refine(self, c: Any, exc: BaseException, path: str) -> FerryError:
-        """SFTP v3 reports ENOTDIR as "No such file": find the file in the way to say it right."""
+    def _refine(self, c: Any, exc: BaseException, path: str, *, from_parent: bool = False) -> FerryError:
+        """SFTP v3 reports ENOTDIR as "No such file": find the file in the way to say it right.
+        Folders known to exist end the search without a round trip (a missing destination file
+        is stat'ed before every copy; its folder is almost always known)."""
         err = _map_error(exc, self.display(path))
         if isinstance(err, NotFound):
             probe = path.rstrip("/") or "/"
+            if from_parent:
+                probe = posixpath.dirname(probe)
             while probe not in ("/", ""):
+                if probe in self._host.known_dirs:
+                    break
                 try:
                     attr = c.stat(_b(probe))
                 except OSError:
@@ -919,6 +961,7 @@ class SFTPBackend(Backend):
                     continue
                 if not stat_mod.S_ISDIR(attr.st_mode or 0):
                     return NotADirectory(f"Not a folder: {self.display(probe)}")
+                self._host.remember_dir(probe)
                 break
         return err
 
@@ -930,9 +973,11 @@ class SFTPBackend(Backend):
                 entry = _entry(path, posixpath.basename(path.rstrip("/")) or path, attr)
                 if entry.kind is Kind.LINK:
                     entry = replace(entry, link_target=_text(c.readlink(_b(path))))
+                elif entry.kind is Kind.DIR:
+                    self._host.remember_dir(path)
                 return entry
             except Exception as exc:
-                raise self._refine(c, exc, path) from exc
+                raise self._refine(c, exc, path, from_parent=True) from exc
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
         return _Reader(self._host, self._abs(path), offset, length)  # type: ignore[return-value]
@@ -956,6 +1001,7 @@ class SFTPBackend(Backend):
                         todo.append(parent)
                         parent = posixpath.dirname(parent)
             for p in reversed(todo):
+                self._host.known_dirs.discard(p)
                 try:
                     c.mkdir(_b(p))
                 except OSError as exc:
@@ -967,10 +1013,13 @@ class SFTPBackend(Backend):
                         raise AlreadyExists(f"A file is in the way of folder {self.display(p)}") from exc
                     if p == path and not exist_ok:
                         raise AlreadyExists(f"Already exists: {self.display(p)}") from exc
+                self._host.remember_dir(p)
 
     def remove(self, path: str, *, recursive: bool = False) -> None:
         path = self._abs(path)
         entry = self.stat(path)
+        if entry.kind is Kind.DIR:
+            self._host.forget_dirs()
         with self._host.sftp() as c:
             try:
                 if entry.kind is Kind.DIR:
@@ -988,6 +1037,7 @@ class SFTPBackend(Backend):
                 raise _map_error(exc, self.display(path)) from exc
 
     def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        self._host.forget_dirs()
         with self._host.sftp() as c:
             try:
                 if overwrite:
