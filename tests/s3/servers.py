@@ -260,6 +260,9 @@ class FaultProxy:
         finally:
             with contextlib.suppress(OSError):
                 client.close()
+            # shutdown, not just close: the reply pump is blocked in recv() on this socket, and
+            # only shutdown makes the server see the request end (else it waits for the body).
+            with contextlib.suppress(OSError):
+                upstream.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 upstream.close()
-            done.wait(0)

@@ -788,6 +788,8 @@ class S3Backend(Backend):
             ):
                 uploads.extend(page.get("Uploads") or ())
         except Exception as exc:
+            if getattr(exc, "response", {}).get("Error", {}).get("Code") == "NoSuchUpload":
+                return []  # rclone serve s3's answer when there are none
             raise self._err(exc, f"listing unfinished uploads in {self.display(prefix)}") from exc
         return uploads
 

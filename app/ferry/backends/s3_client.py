@@ -143,14 +143,14 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
             s3cfg["addressing_style"] = addressing
         cfg = Config(
             signature_version="s3v4",
-            retries={"mode": "standard", "max_attempts": 8},
+            retries={"mode": "standard", "max_attempts": int(os.environ.get("FERRY_S3_MAX_ATTEMPTS", "8"))},
             max_pool_connections=pool_size,
             connect_timeout=15,
             # We send Content-MD5 (and SHA-256 where it is the stream hash) ourselves: botocore's
             # default CRC32 on every body would be a third hash over the same bytes.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-            read_timeout=120,
+            read_timeout=float(os.environ.get("FERRY_S3_READ_TIMEOUT", "120")),
             tcp_keepalive=True,
             s3=s3cfg or None,  # type: ignore[arg-type]
         )

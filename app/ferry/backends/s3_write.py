@@ -97,6 +97,7 @@ class S3Writer(Writer):
         self._prefix_part = 1
         self._prefix_fill = 0
         self._sse: str | None = None
+        self._resumed_parts = 0
         self._load_state(resume)
 
     # -- resume --
@@ -128,6 +129,7 @@ class S3Writer(Writer):
         self._parts = kept
         self._next_part = n
         self.offset = part_size * (n - 1)
+        self._resumed_parts = n - 1
         self._save_state_locked()
 
     def _state(self) -> dict[str, object]:
@@ -350,6 +352,9 @@ class S3Writer(Writer):
                     )
                 checks.append("multipart ETag")
         self._note = f"server checked {' + '.join(checks)}" if checks else ""
+        if self._resumed_parts:
+            resumed = f"resumed: {self._resumed_parts} part(s) already on the server, checked with ListParts"
+            self._note = f"{self._note}; {resumed}" if self._note else resumed
 
     @property
     def verified_note(self) -> str:

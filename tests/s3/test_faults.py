@@ -1,0 +1,133 @@
+"""Dropped connections and throttling between Ferry and the server, through a proxy the test
+controls: botocore's standard retries (with backoff) carry the transfer through."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import pytest
+
+from ferry.core.errors import AuthError, NotFound, PermissionDenied, Transient, UsageError
+from s3.conftest import make_backend
+from s3.servers import FaultProxy, S3Server
+
+
+@pytest.fixture
+def proxy(server: S3Server) -> FaultProxy:
+    p = FaultProxy(server.port)
+    yield p  # type: ignore[misc]
+    p.close()
+
+
+def _upload(backend, key: str, data: bytes) -> str:  # type: ignore[no-untyped-def]
+    w = backend.open_write(key, size=len(data), token="1", readback="sha256")
+    w.write(data)
+    got = w.finish()
+    w.commit(overwrite=False)
+    return str(got)
+
+
+def test_connection_reset_mid_part_is_retried(server: S3Server, bucket: str, proxy: FaultProxy) -> None:
+    os.environ["FERRY_S3_PART_SIZE"] = "5M"
+    try:
+        backend = make_backend(server, bucket, proxy.endpoint)
+    finally:
+        del os.environ["FERRY_S3_PART_SIZE"]
+    data = os.urandom(11 * 1024 * 1024)  # 3 parts
+    proxy.reset_after(2 * 1024 * 1024)  # the first request to carry 2 MiB is cut in the middle
+    try:
+        assert _upload(backend, "reset.bin", data) == hashlib.sha256(data).hexdigest()
+        assert proxy.resets == 1
+        with backend.open_read("reset.bin") as f:
+            assert hashlib.sha256(f.read()).digest() == hashlib.sha256(data).digest()
+    finally:
+        backend.close()
+
+
+def test_slowdown_503_is_retried_with_backoff(server: S3Server, bucket: str, proxy: FaultProxy) -> None:
+    backend = make_backend(server, bucket, proxy.endpoint)
+    proxy.slowdown(2)
+    try:
+        _upload(backend, "slow.txt", b"patience")
+        assert proxy.slowdowns_sent == 2
+        with backend.open_read("slow.txt") as f:
+            assert f.read() == b"patience"
+    finally:
+        backend.close()
+
+
+def test_slowdown_that_never_ends_is_a_transient_error(
+    server: S3Server, bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_S3_MAX_ATTEMPTS", "2")  # the scheduler retries the task later on
+    backend = make_backend(server, bucket, proxy.endpoint)
+    proxy.slowdown(100)
+    try:
+        with pytest.raises(Transient, match="busy"):
+            backend.stat("anything")
+    finally:
+        backend.close()
+
+
+def test_unreachable_endpoint_is_transient(server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from s3.servers import free_port
+
+    monkeypatch.setenv("FERRY_S3_MAX_ATTEMPTS", "1")
+
+    backend = make_backend(server, bucket, f"http://127.0.0.1:{free_port()}")
+    try:
+        with pytest.raises(Transient, match="Cannot reach"):
+            backend.stat("x")
+    finally:
+        backend.close()
+
+
+# -- one check per mapping of the service's error codes (the ones loopback servers cannot produce) --
+def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError(
+        {
+            "Error": {"Code": code, "Message": "m"},
+            "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}},
+        },
+        "GetObject",
+    )
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "cls", "words"),
+    [
+        ("RequestTimeTooSkewed", 403, AuthError, "clock"),
+        ("ExpiredToken", 400, AuthError, "temporary AWS credentials"),
+        ("InvalidAccessKeyId", 403, AuthError, "access key is not known"),
+        ("SignatureDoesNotMatch", 403, AuthError, "secret key does not match"),
+        ("AccessDenied", 403, PermissionDenied, "Permission denied"),
+        ("NoSuchBucket", 404, NotFound, "No such bucket"),
+        ("NoSuchKey", 404, NotFound, "No such object"),
+        ("SlowDown", 503, Transient, "busy"),
+        ("InternalError", 500, Transient, "busy"),
+    ],
+)
+def test_error_mapping(code: str, status: int, cls: type, words: str) -> None:
+    from ferry.backends.s3_client import map_error
+
+    err = map_error(_client_error(code, status), "s3://b/k", bucket="b")
+    assert isinstance(err, cls) and words in err.message
+
+
+def test_wrong_region_names_the_right_one() -> None:
+    from ferry.backends.s3_client import map_error
+
+    err = map_error(_client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-2"}), "x", bucket="b")
+    assert isinstance(err, UsageError) and "eu-west-2" in err.message
+
+
+def test_expired_sso_session() -> None:
+    from botocore.exceptions import UnauthorizedSSOTokenError
+
+    from ferry.backends.s3_client import map_error
+
+    err = map_error(UnauthorizedSSOTokenError(), "x")
+    assert isinstance(err, AuthError) and "aws sso login" in err.message
