@@ -82,6 +82,8 @@ class Bench:
         self.bucket = server.new_bucket()
         self.env = _env(server, work / "home")
         self.loads: list[float] = []
+        # s5cmd reads no AWS_ENDPOINT_URL; it needs the flag.
+        self.s5cmd = [str(BIN / "s5cmd"), "--endpoint-url", server.endpoint]
 
     def run(self, cmd: list[str], cwd: Path | None = None) -> float:
         self.loads.append(os.getloadavg()[0])
@@ -106,7 +108,7 @@ class Bench:
                 args = ["cp", "--verify", verify, "--on-conflict", "overwrite", "--parallel", "16"]
                 return self.run([str(BIN / "ferry"), *args, *(["-r"] if not single else []), str(src), dst])
             if tool == "s5cmd":
-                return self.run([str(BIN / "s5cmd"), "cp", str(src) if single else f"{src}/*", dst])
+                return self.run([*self.s5cmd, "cp", str(src) if single else f"{src}/*", dst])
             if tool == "aws":
                 return self.run([str(BIN / "aws"), "s3", "cp", *([] if single else ["--recursive"]), str(src), dst])
             if tool == "rclone":
@@ -126,7 +128,7 @@ class Bench:
 
     def seed(self, src: Path, single: bool) -> str:
         prefix = f"seed-{uuid.uuid4().hex[:8]}"
-        self.run([str(BIN / "s5cmd"), "cp", str(src) if single else f"{src}/*", f"s3://{self.bucket}/{prefix}/"])
+        self.run([*self.s5cmd, "cp", str(src) if single else f"{src}/*", f"s3://{self.bucket}/{prefix}/"])
         return prefix
 
     def down(self, tool: str, prefix: str, name: str | None) -> float:
@@ -139,7 +141,7 @@ class Bench:
                     return self.run([str(BIN / "ferry"), *args, src, str(out / name)])
                 return self.run([str(BIN / "ferry"), *args, "-r", src.rstrip("/"), str(out)])
             if tool == "s5cmd":
-                return self.run([str(BIN / "s5cmd"), "cp", src if name else src + "*", f"{out}/"])
+                return self.run([*self.s5cmd, "cp", src if name else src + "*", f"{out}/"])
             if tool == "aws":
                 return self.run([str(BIN / "aws"), "s3", "cp", *([] if name else ["--recursive"]), src, f"{out}/"])
             if tool == "rclone":

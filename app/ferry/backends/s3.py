@@ -225,6 +225,7 @@ class S3Backend(Backend):
         self._session: Any = None
         workers = max(8, self.settings.part_concurrency * 4)
         self._executor: ThreadPoolExecutor | None = None
+        self._conditional: bool | None = None  # does the store honour If-None-Match? (probed once)
         self._markers: bool | None = None  # does the store keep "prefix/" folder markers? (probed once)
         self._workers = workers
         # Restore waits: tests shorten these through the environment.
@@ -650,6 +651,30 @@ class S3Backend(Backend):
             if exist_ok and self._prefix_exists(key + "/"):
                 return  # filled meanwhile by a parallel upload
             raise
+
+    def conditional_writes(self) -> bool:
+        """Whether the store refuses a PUT with ``If-None-Match: *`` onto an existing key (AWS and
+        moto do, rclone serve s3 does not). Probed once with a throw-away key; where it holds, a
+        no-overwrite commit needs no HEAD first (one request less per file)."""
+        if self._conditional is None:
+            import uuid
+
+            probe = f".ferry-probe-{uuid.uuid4().hex[:12]}"
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"")
+                try:
+                    self.client.put_object(Bucket=self.bucket, Key=probe, Body=b"", IfNoneMatch="*")
+                except Exception as exc:
+                    self._conditional = getattr(exc, "response", {}).get("Error", {}).get("Code") in (
+                        "PreconditionFailed",
+                        "412",
+                    )
+                else:
+                    self._conditional = False
+                self.client.delete_object(Bucket=self.bucket, Key=probe)
+            except Exception:
+                self._conditional = False  # cannot tell (no write access?): check with a HEAD
+        return self._conditional
 
     def _keeps_markers(self) -> bool:
         """Whether "prefix/" marker objects stay markers. Stores backed by a file system (rclone
