@@ -28,6 +28,7 @@ def ferry_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     monkeypatch.setenv("FERRY_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("FERRY_SSH_CONFIG", str(home / "ssh_config"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "xdg"))
+    monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.fail.Keyring")  # never the real keychain
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(home / "qsettings"))
     from ferry.credentials import keychain

@@ -107,7 +107,10 @@ class Bridge(QObject):
     def post(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` on the UI thread soon (never synchronously, even from the UI thread)."""
         if not self._closing.cancelled:
-            self._deliver.emit(fn)
+            try:
+                self._deliver.emit(fn)
+            except RuntimeError:  # the application is being torn down
+                pass
 
     @Slot(object)
     def _on_deliver(self, fn: Callable[[], object]) -> None:

@@ -78,7 +78,10 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Ferry")
         self.resize(1200, 760)
         self.store_path = store_path
-        self.bridge = Bridge(self)
+        # No Qt parent: the bridge must outlive the window for as long as a worker thread still
+        # holds it (a late post() then lands on a live object and is dropped, instead of
+        # reaching a deleted one).
+        self.bridge = Bridge()
         self.pool = SharedPool()
         self.transfer_settings: TransferSettings = load_transfer_settings()
         self._closed = False
