@@ -108,6 +108,8 @@ class _Host:
         self.hash_tools: dict[str, str] = {}
         self.hasher = HashBatcher(lambda command: self.run(command))
         self.known_dirs: set[str] = set()  # folders seen to exist (saves ENOTDIR probes)
+        self.request_size = 32 << 10  # SFTP's portable maximum until the server is known to be OpenSSH
+        self._trusted_once: set[str] = set()
 
     def remember_dir(self, path: str) -> None:
         if len(self.known_dirs) > 50_000:
@@ -117,8 +119,6 @@ class _Host:
     def forget_dirs(self) -> None:
         """A folder was removed or something renamed: folders seen before may be gone (rare)."""
         self.known_dirs.clear()
-        self.request_size = 32 << 10  # SFTP's portable maximum until the server is known to be OpenSSH
-        self._trusted_once: set[str] = set()
 
     # ---- connecting ----
     def transport(self) -> Any:
