@@ -11,6 +11,7 @@ import hmac
 import os
 import shutil
 import struct
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -82,10 +83,28 @@ def test_wrong_passphrase_is_a_clear_error(sshd: SshServer, tmp_path: Path) -> N
     assert list(remote.iterdir()) == []
 
 
+def password_server(sshd_factory: Callable[..., SshServer], password: str) -> SshServer:
+    """Password logins checked by a PAM stack of the server's own (pam_exec against a file), not
+    /etc/shadow: the shared test account's password is not raced by other test processes."""
+    folder = Path(tempfile.mkdtemp(prefix="ferry-pw-"))
+    (folder / "password").write_text(password)
+    check = folder / "check"
+    check.write_text(
+        "#!/usr/bin/python3\nimport sys\n"
+        f"want = open({str(folder / 'password')!r}, 'rb').read()\n"
+        "sys.exit(0 if sys.stdin.buffer.read().rstrip(b'\\0') == want else 1)\n"
+    )
+    check.chmod(0o700)
+    stack = (
+        f"auth required pam_exec.so expose_authtok quiet {check}\n"
+        "account required pam_permit.so\nsession required pam_permit.so\n"
+    )
+    return sshd_factory(use_pam=True, pam_stack=stack)
+
+
 @root_only
 def test_password_login(sshd_factory: Callable[..., SshServer], tmp_path: Path) -> None:
-    server = sshd_factory()
-    server.set_password("s3cret pass")
+    server = password_server(sshd_factory, "s3cret pass")
     home = home_with(server, tmp_path, None)
     run, src, remote = cp_on_terminal(server, tmp_path, home, {"password:": lambda: "s3cret pass"}, files=5)
     assert run.returncode == 0, run.output  # type: ignore[attr-defined]
@@ -95,8 +114,7 @@ def test_password_login(sshd_factory: Callable[..., SshServer], tmp_path: Path) 
 
 @root_only
 def test_wrong_password_fails_cleanly(sshd_factory: Callable[..., SshServer], tmp_path: Path) -> None:
-    server = sshd_factory()
-    server.set_password("s3cret pass")
+    server = password_server(sshd_factory, "s3cret pass")
     home = home_with(server, tmp_path, None)
     run, _src, remote = cp_on_terminal(server, tmp_path, home, {"password:": lambda: "nope"})
     assert run.returncode != 0  # type: ignore[attr-defined]
@@ -107,8 +125,7 @@ def test_wrong_password_fails_cleanly(sshd_factory: Callable[..., SshServer], tm
 
 def totp_server(sshd_factory: Callable[..., SshServer]) -> SshServer:
     """publickey AND a TOTP code through PAM, as many clusters are set up."""
-    folder = Path(os.environ.get("TMPDIR", "/tmp"))
-    secret_dir = Path(__import__("tempfile").mkdtemp(prefix="ferry-totp-", dir=folder))
+    secret_dir = Path(tempfile.mkdtemp(prefix="ferry-totp-"))
     secret = secret_dir / "google_authenticator"
     secret.write_text(f'{TOTP_SECRET}\n" TOTP_AUTH\n')
     secret.chmod(0o600)

@@ -141,3 +141,20 @@ def test_connection_cut_mid_download_reconnects_and_resumes(sshd: SshServer, tmp
         assert "sha256 match" in file_events(res.stdout)["big.bin"]["verified"]
     finally:
         proxy.close()
+
+
+def test_sftp_only_account_is_verified_by_size_and_says_so(
+    sshd_factory: Callable[..., SshServer], tmp_path: Path
+) -> None:
+    """``ForceCommand internal-sftp``: no shell, so no remote checksums; the record says so."""
+    server = sshd_factory(extra_config=["ForceCommand internal-sftp"])
+    ferry = ferry_with(tmp_path, alias_block(server, "jail"), known_line(server))
+    src = tmp_path / "few"
+    want = small_tree(src, 5)
+    remote = server.mkdir()
+    res = ferry.ok("cp", "-r", "--json", src, f"jail:{remote}/")
+    files = [e for e in file_events(res.stdout).values() if e.get("kind", "file") == "file"]
+    assert files and all(e["state"] == "done" and e["verified"] == "size only" for e in files), files
+    assert file_digests(remote / "few") == want
+    res = ferry("hash", f"jail:{remote}/few/d0/f000")
+    assert res.returncode != 0 and "cannot compute sha256" in res.stderr, describe(res)
