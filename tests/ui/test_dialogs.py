@@ -93,8 +93,12 @@ def test_site_manager_s3_form_keeps_the_secret_key_out_of_settings(qtbot, ferry_
     assert dlg.save()
     site = SiteStore().get("archive")
     assert site is not None and site.address == "s3://lab-archive/runs/"
-    assert dict(site.options) == {"endpoint": "https://s3.example.org", "access_key_id": "AKIAEXAMPLE"}
+    assert dict(site.options) == {"endpoint_url": "https://s3.example.org", "access_key_id": "AKIAEXAMPLE"}
     assert "wJalrXUtnFEMI" not in (ferry_home / "config" / "sites.toml").read_text()
+    assert "secret key is kept in memory only" in dlg.message.text()
+    from ferry.credentials import keychain
+
+    assert keychain.get_secret(keychain.site_secret_key("archive")) == "wJalrXUtnFEMI"  # where the S3 backend looks
 
 
 def test_site_manager_imports_an_ssh_config_host(qtbot, ferry_home: Path) -> None:  # type: ignore[no-untyped-def]

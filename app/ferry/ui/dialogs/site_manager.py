@@ -282,7 +282,7 @@ class SiteManagerDialog(QDialog):
             self.bucket.setText(a.host)
             self.prefix.setText(a.path.lstrip("/"))
             self.profile.setText(opts.get("profile", ""))
-            self.endpoint.setText(opts.get("endpoint", ""))
+            self.endpoint.setText(opts.get("endpoint_url", ""))
             self.region.setText(opts.get("region", ""))
             self.access_key.setText(opts.get("access_key_id", ""))
         elif kind == "globus":
@@ -327,14 +327,14 @@ class SiteManagerDialog(QDialog):
             address = f"s3://{bucket}/" + (f"{prefix}/" if prefix else "")
             for key, w in (
                 ("profile", self.profile),
-                ("endpoint", self.endpoint),
+                ("endpoint_url", self.endpoint),  # option names as backends/s3_client.py reads them
                 ("region", self.region),
                 ("access_key_id", self.access_key),
             ):
                 if w.text().strip():
                     opts[key] = w.text().strip()
             if self.secret_key.text():
-                secrets["secret_access_key"] = self.secret_key.text()
+                secrets["password"] = self.secret_key.text()  # the site's secret: the S3 secret key
         elif kind == "globus":
             coll = self.collection.text().strip()
             if not coll:
@@ -356,14 +356,12 @@ class SiteManagerDialog(QDialog):
             self.message.setText(exc.message)
             return False
         said = [f"Saved '{name}' ({address})."]
+        what = "secret key" if str(self.kind.currentData()) == "s3" else "password"
         for field, value in secrets.items():
             if keychain.set_secret(keychain.site_secret_key(name, field), value):
-                said.append(f"The {field.replace('_', ' ')} is in the system keychain.")
+                said.append(f"The {what} is in the system keychain.")
             else:
-                said.append(
-                    f"The {field.replace('_', ' ')} is kept in memory only until Ferry quits: "
-                    f"{keychain.keychain_reason()}."
-                )
+                said.append(f"The {what} is kept in memory only until Ferry quits: {keychain.keychain_reason()}.")
         self.password.clear()
         self.secret_key.clear()
         self.message.setText(" ".join(said))
@@ -380,8 +378,7 @@ class SiteManagerDialog(QDialog):
         except FerryError as exc:
             self.message.setText(exc.message)
             return
-        for field in ("password", "secret_access_key"):
-            keychain.delete_secret(keychain.site_secret_key(name, field))
+        keychain.delete_secret(keychain.site_secret_key(name))
         self.message.setText(f"Forgot '{name}' and its stored secrets.")
         self.reload()
 
