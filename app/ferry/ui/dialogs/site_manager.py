@@ -124,6 +124,14 @@ class SiteManagerDialog(QDialog):
         f.addRow("Jump host:", self.jump)
         f.addRow("Folder:", self.sftp_path)
         f.addRow("Password:", self.password)
+        # Said plainly until the SFTP backend reads these site options (it follows ssh_config).
+        sftp_note = QLabel(
+            "SFTP connections follow your ssh_config: a key file or jump host set here is saved with the "
+            "site, but is only used once it is also in ~/.ssh/config (Import fills this form from there)."
+        )
+        sftp_note.setWordWrap(True)
+        sftp_note.setObjectName("sftpNote")
+        f.addRow("", sftp_note)
         self.pages.addWidget(p)
         # S3
         p = QWidget()
