@@ -151,3 +151,18 @@ def test_cache_paths_never_escape_the_cache() -> None:
     assert open_cache.cache_path(hostile).is_relative_to(open_cache.cache_root())
     tricky = parse_address("memory://evil/a/..%2F../b\x1b")
     assert open_cache.cache_path(tricky).is_relative_to(open_cache.cache_root())
+
+
+def test_download_to_a_chosen_folder(qtbot, window: MainWindow, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    fill_memory("dl", "/pub", 3, size=10)
+    listed(qtbot, window.left, "memory://dl/pub")
+    window._set_active(window.left)
+    select(window.left, "file-000001.dat")
+    target = tmp_path / "downloads"
+    target.mkdir()
+    window.choose_folder = lambda title: str(target)  # type: ignore[method-assign]
+    with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
+        window.action_map["download"].trigger()
+    wait_job(qtbot, created.args[0])
+    assert (target / "file-000001.dat").read_bytes() == bytes(10)
+    assert sorted(p.name for p in target.iterdir()) == ["file-000001.dat"]

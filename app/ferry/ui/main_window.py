@@ -232,6 +232,15 @@ class MainWindow(QMainWindow):
             panes=True,
         )
         self._action(
+            "download",
+            "Download to…",
+            "Ctrl+Shift+D",
+            "Copy the selection to a folder on this computer that you choose",
+            self.download_selection,
+            file_menu,
+            panes=True,
+        )
+        self._action(
             "properties",
             "Properties…",
             "Alt+Return",
@@ -434,6 +443,22 @@ class MainWindow(QMainWindow):
             return
         dest_text = dest.path + os.sep if dest.is_local else str(dest).rstrip("/") + "/"
         self.request_transfer(srcs, dest_text, move=move)
+
+    def choose_folder(self, title: str) -> str | None:
+        from PySide6.QtWidgets import QFileDialog
+
+        path = QFileDialog.getExistingDirectory(self, title, str(Path.home()))
+        return path or None
+
+    def download_selection(self) -> None:
+        """Where a drag to the desktop cannot work (a remote pane), "Download to…" does the same."""
+        srcs = [str(a) for a in self.active.selected_addresses()]
+        if not srcs:
+            self.status_label.setText("Select something to download first")
+            return
+        folder = self.choose_folder("Download to")
+        if folder:
+            self.request_transfer(srcs, folder.rstrip(os.sep) + os.sep)
 
     def _summarise(self, sources: list[str]) -> tuple[int, int, int]:
         """(files, folders, bytes) for the confirmation, from listings already on screen."""
