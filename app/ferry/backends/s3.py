@@ -143,17 +143,17 @@ class _RangedReader(io.RawIOBase):
         fetch: Callable[[int, int], bytes],
         start: int,
         end: int,
-        first: bytes,
+        first: Future[bytes],
         depth: int,
         executor: ThreadPoolExecutor,
     ) -> None:
         self._fetch = fetch
-        self._current = memoryview(first)
+        self._current = memoryview(b"")
         self._next = start  # first byte not yet requested
         self._end = end
         self._depth = depth
         self._executor = executor
-        self._queue: list[Future[bytes]] = []
+        self._queue: list[Future[bytes]] = [first]  # the first answer's body, read while the rest is asked for
         self._fill()
 
     def _fill(self) -> None:
@@ -528,15 +528,25 @@ class S3Backend(Backend):
         end = total if length is None else min(total, offset + length)
         if end <= first_end:
             return _BodyReader(resp["Body"])  # type: ignore[return-value]
-        try:
-            first = resp["Body"].read()
-        except Exception as exc:
-            raise self._err(exc, f"reading {self.display(key)}") from exc
+        body = resp["Body"]
+        want = first_end - offset
+
+        def read_first() -> bytes:
+            try:
+                data: bytes = body.read()
+            except Exception as exc:
+                raise self._err(exc, f"reading {self.display(key)}") from exc
+            if len(data) != want:
+                from ferry.core.errors import Transient
+
+                raise Transient(f"Short read of {self.display(key)} ({len(data)} of {want} bytes)")
+            return data
+
         return _RangedReader(  # type: ignore[return-value]
             lambda lo, hi: self._get_range(key, lo, hi),
-            offset + len(first),
+            first_end,
             end,
-            first,
+            self.executor.submit(read_first),
             depth=self.settings.part_concurrency,
             executor=self.executor,
         )
