@@ -304,6 +304,12 @@ class _Host:
         try:
             yield client
             ok = True
+        except (OSError, FerryError) as exc:
+            # "No such file" and the like leave the channel in step: keep it (opening a channel
+            # per missing destination cost a session setup per file). A dropped or timed-out
+            # connection does not.
+            ok = not isinstance(exc, (Transient, ConnectionError, socket.timeout))
+            raise
         finally:
             self._give_back(client, ok)
 
