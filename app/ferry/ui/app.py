@@ -22,6 +22,26 @@ def has_display() -> bool:
     return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
+def _quit_on_signals(app: object, window: object) -> None:
+    """Ctrl+C or SIGTERM closes the window cleanly (files in flight resume next time).
+
+    Python runs signal handlers only when it gets control, and Qt's event loop is C++: a
+    timer gives Python a moment a few times a second.
+    """
+    import signal
+
+    from PySide6.QtCore import QTimer
+
+    def stop(signum: int, frame: object) -> None:
+        QTimer.singleShot(0, window.close)  # type: ignore[attr-defined]
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    tick = QTimer(app)  # type: ignore[arg-type]
+    tick.timeout.connect(lambda: None)
+    tick.start(250)
+
+
 def main(argv: list[str]) -> int:
     demo = "--demo" in argv
     new_window = "--new-window" in argv
@@ -64,6 +84,7 @@ def main(argv: list[str]) -> int:
     window = MainWindow(restore=not demo)
     instance = InstanceServer(window.open_locations) if not new_window else None
     window.show()
+    _quit_on_signals(app, window)
     if servers is not None:
         servers.open_in(window)
     elif rest:

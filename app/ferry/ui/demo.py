@@ -148,10 +148,11 @@ class DemoServers:
             )
         )
         log = d / "sshd.log"
+        cmd = [sshd, "-D", "-e", "-f", str(config)]
+        if shutil.which("setpriv"):  # the server dies with us even if Ferry is killed
+            cmd = ["setpriv", "--pdeathsig", "TERM", "--", *cmd]
         with log.open("ab") as out:
-            self.sshd = subprocess.Popen(
-                [sshd, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=out, stderr=out
-            )
+            self.sshd = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.sshd.poll() is not None:
