@@ -20,6 +20,7 @@ import base64
 import errno
 import hashlib
 import logging
+import os
 import posixpath
 import socket
 import stat as stat_mod
@@ -106,7 +107,11 @@ class _Host:
         # login may wait on a person for minutes while channels of the old transport come back)
         self.home = "/"
         self.hash_tools: dict[str, str] = {}
-        self.hasher = HashBatcher(lambda command: self.run(command))
+        self.hasher = HashBatcher(lambda command: self.run(command), self.shell_run)
+        self._shell: Any = None  # a long-lived remote sh for hash batches (no session per batch)
+        self._shell_out: Any = None
+        self._shell_generation = -1
+        self._shell_lock = threading.Lock()
         self.known_dirs: set[str] = set()  # folders seen to exist (saves ENOTDIR probes)
         self.request_size = 32 << 10  # SFTP's portable maximum until the server is known to be OpenSSH
         self._trusted_once: set[str] = set()
@@ -427,6 +432,48 @@ class _Host:
                     pass
             self._cond.notify()
 
+    def shell_run(self, command: bytes, timeout: float = 600) -> tuple[int, bytes]:
+        """Run ``command`` (stderr discarded) in one long-lived remote ``sh``: a session, a login
+        and a shell start once per host instead of once per hash batch. Any trouble closes it;
+        the caller then falls back to :meth:`run`."""
+        with self._shell_lock:
+            if self.max_sessions < 4:
+                # A tight MaxSessions: a session held for hashing would starve the transfers.
+                self._close_shell()
+                raise Unsupported("no spare session for a long-lived shell")
+            try:
+                if self._shell is None or self._shell.closed or self._shell_generation != self._generation:
+                    self._close_shell()
+                    chan, generation = self._open_channel(lambda transport: transport.open_session(timeout=30))
+                    self._shell, self._shell_generation = chan, generation
+                    chan.exec_command("sh")
+                    self._shell_out = chan.makefile("rb")
+                self._shell.settimeout(timeout)
+                marker = b"__ferry_end_" + os.urandom(8).hex().encode() + b"__"
+                # "echo" puts the marker on a line of its own even after output without a newline.
+                self._shell.sendall(command + b" 2>/dev/null; echo; echo " + marker + b" $?\n")
+                out = bytearray()
+                while True:
+                    line = self._shell_out.readline()
+                    if not line:
+                        raise EOFError("the remote shell ended")
+                    if line.startswith(marker):
+                        rc = int(line.split()[1])
+                        break
+                    out += line
+                return rc, bytes(out[:-1])  # without the newline "echo" added
+            except BaseException:
+                self._close_shell()
+                raise
+
+    def _close_shell(self) -> None:
+        chan, self._shell = self._shell, None
+        if chan is not None:
+            try:
+                chan.close()
+            finally:
+                self._release_slot(self._shell_generation)
+
     def run(self, command: str | bytes, timeout: float = 600, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
         """Run ``command`` on an exec channel (one session slot while it runs)."""
         chan, generation = self._open_channel(lambda transport: transport.open_session(timeout=30))
@@ -457,6 +504,8 @@ class _Host:
         self.hash_tools = {algo: tool for algo, tool in _HASH_TOOLS.items() if tool in found}
 
     def close(self) -> None:
+        with self._shell_lock:
+            self._close_shell()
         with self._lock:
             for c in self._idle:
                 try:
