@@ -52,6 +52,17 @@ from ferry.credentials.ssh_config import SshTarget, resolve
 
 log = logging.getLogger("ferry.sftp")
 
+
+class _HandledByFerry(logging.Filter):
+    """paramiko logs a refused channel as a warning; Ferry adapts to MaxSessions instead, so
+    the person should not see it (it is still logged by Ferry at INFO)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "open FAILED" not in record.getMessage()
+
+
+logging.getLogger("paramiko.transport").addFilter(_HandledByFerry())
+
 WINDOW = 64 << 20
 SLOT_WAIT = 120.0  # seconds to wait for a free channel before handing the file back to the queue
 READ_DEPTH = 16
