@@ -7,7 +7,6 @@ request are dropped, so a slow listing can never overwrite a newer one.
 
 from __future__ import annotations
 
-import gc
 import os
 import threading
 import time
@@ -392,12 +391,6 @@ class Pane(QWidget):
         consumed.set()
 
         def hand_over(b: list[Entry]) -> None:
-            # Entries live as long as the listing: move them (and everything else alive now)
-            # out of the cyclic garbage collector's reach. Without this, the collector's full
-            # passes walked every entry of a 100,000-file folder again and again while holding
-            # the GIL (0.1-0.2 s each). Freezing is O(1); frozen objects are still freed by
-            # reference counting when the listing goes away.
-            gc.freeze()
             # One batch in flight at a time, and a few milliseconds after it for the view to
             # repaint: painting calls into Python for every visible cell, and each call waits for
             # the GIL while this worker runs, so the worker steps aside instead.
