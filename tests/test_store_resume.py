@@ -64,3 +64,19 @@ def test_a_newer_queue_is_refused_not_damaged(tmp_path: Path) -> None:
     db.close()
     with pytest.raises(StoreError, match="newer Ferry"):
         Store(path)
+
+
+def test_many_processes_opening_a_fresh_queue_at_once_all_succeed(tmp_path: Path) -> None:
+    # The GUI, its runner and a `ferry queue list` may all open a new queue.db together.
+    import subprocess
+    import sys
+
+    path = tmp_path / "fresh.db"
+    code = (
+        "import sys; from pathlib import Path; from ferry.transfers.store import Store; "
+        "Store(Path(sys.argv[1])).close()"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path)], stderr=subprocess.PIPE) for _ in range(8)]
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0] * 8, errors
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION

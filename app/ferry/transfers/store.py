@@ -300,24 +300,26 @@ class Store:
             pass
 
     def _migrate(self) -> None:
+        # The version is read inside the write transaction: two processes (or a GUI and its
+        # runner thread) opening a fresh queue at once must not both create the tables.
         with self._lock:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"The queue database {self.path} was written by a newer Ferry (schema {version}); "
-                    "upgrade Ferry to use it"
-                )
-            for v in range(version + 1, SCHEMA_VERSION + 1):
-                self._db.execute("BEGIN IMMEDIATE")
-                try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                version = self._db.execute("PRAGMA user_version").fetchone()[0]
+                if version > SCHEMA_VERSION:
+                    raise StoreError(
+                        f"The queue database {self.path} was written by a newer Ferry (schema {version}); "
+                        "upgrade Ferry to use it"
+                    )
+                for v in range(version + 1, SCHEMA_VERSION + 1):
                     for stmt in _MIGRATIONS[v].split(";"):
                         if stmt.strip():
                             self._db.execute(stmt)
                     self._db.execute(f"PRAGMA user_version = {v}")
-                    self._db.execute("COMMIT")
-                except BaseException:
-                    self._db.execute("ROLLBACK")
-                    raise
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         with self._lock:
