@@ -4,6 +4,7 @@
 # to throwaway loopback SFTP and S3 servers; any other arguments run the command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/system-packages.sh app   # Qt's system libraries and fonts, only when missing
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
