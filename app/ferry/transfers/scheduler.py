@@ -81,6 +81,9 @@ class RunConfig:
     window: Window | None = None
     start_at: datetime | None = None
     job_ids: list[int] | None = None  # only these jobs (``ferry cp`` runs its own)
+    # Never these jobs: another Runner of this process feeds and runs them (the window's folder
+    # watches); the set may grow while this Runner runs.
+    skip_job_ids: set[int] | frozenset[int] = frozenset()
     max_attempts: int = 5
     backoff_base: float = 1.0
     backoff_cap: float = 300.0
@@ -239,7 +242,9 @@ class Runner:
         return [
             j
             for j in jobs
-            if j.id not in self._runs and (j.state == "queued" or not j.runner_alive or j.runner == self.runner)
+            if j.id not in self._runs
+            and j.id not in self.config.skip_job_ids
+            and (j.state == "queued" or not j.runner_alive or j.runner == self.runner)
         ]
 
     def _job_ready_at(self, job: Job, now: datetime) -> datetime | None:

@@ -6,6 +6,7 @@ Everything slow goes through the bridge (``self.bridge.run``); transfers are que
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -32,6 +33,7 @@ from ferry.core.address import Address
 from ferry.core.errors import Action, FerryError, UsageError, describe
 from ferry.core.units import format_rate, format_size
 from ferry.credentials import prompts
+from ferry.transfers.watch import WatchSpec
 from ferry.ui import open_cache, queue_actions
 from ferry.ui.bridge import Bridge, background_priority
 from ferry.ui.dialogs.conflict import ConflictAsker
@@ -44,6 +46,7 @@ from ferry.ui.queue_model import QueueModel
 from ferry.ui.queue_panel import QueuePanel
 from ferry.ui.queue_service import QueuePoller, QueueService, QueueSnapshot, SharedPool
 from ferry.ui.settings import TransferSettings, load_transfer_settings, save_transfer_settings, settings
+from ferry.ui.watch_service import WatchManager
 
 T = TypeVar("T")
 LONG_JOB = 10.0  # seconds: jobs longer than this are announced in the notification area
@@ -116,6 +119,13 @@ class MainWindow(QMainWindow):
         self.queue_panel.action.connect(self.queue_action)
         self.queue_panel.clear_finished.connect(self.clear_finished)
         self.queue_panel.fix_handler = self.fix_job
+        self.watches = WatchManager(
+            store_path,
+            parallel=lambda: self.transfer_settings.run_config().parallel,
+            ask=self.conflicts,
+            on_message=lambda text: self.bridge.post(lambda: self.status_label.setText(text)),
+        )
+        self.queue_panel.can_stop = self.watches.running
         self.dock = QDockWidget("Transfers", self)
         self.dock.setObjectName("transfersDock")
         self.dock.setWidget(self.queue_panel)
@@ -147,7 +157,8 @@ class MainWindow(QMainWindow):
             self.pool,
             self.bridge.post,
             ask=self.conflicts,
-            config=lambda: self.transfer_settings.run_config(),
+            # The window's folder watches run their own jobs; this runner leaves them alone.
+            config=lambda: dataclasses.replace(self.transfer_settings.run_config(), skip_job_ids=self.watches.skip),
         )
         self.service.on_job_changed = self._job_changed
         self.service.on_thread_start = background_priority
@@ -255,6 +266,15 @@ class MainWindow(QMainWindow):
             "Ctrl+Shift+L",
             "Make a download or upload link (S3, Globus)",
             self.share_selected,
+            file_menu,
+            panes=True,
+        )
+        self._action(
+            "watch",
+            "Watch this folder…",
+            None,
+            "Ship each new file in this local folder as soon as it is complete",
+            self.watch_folder,
             file_menu,
             panes=True,
         )
@@ -540,6 +560,62 @@ class MainWindow(QMainWindow):
 
         self.run_async(work, done)
 
+    # ------------------------------------------------------------ folder watches
+    def watch_target(self) -> str | None:
+        """The local folder to watch: the one selected folder, else the active pane's folder."""
+        pane = self.active
+        chosen = pane.selected_entries()
+        addr = pane.model.address_of(chosen[0]) if len(chosen) == 1 and chosen[0].is_dir else pane.address
+        if addr is None or not addr.is_local:
+            return None
+        return addr.path
+
+    def watch_folder(self) -> None:
+        from ferry.ui.dialogs.watch import WatchDialog
+
+        folder = self.watch_target()
+        if folder is None:
+            self.show_error("Only a folder on this computer can be watched: open or select one first.")
+            return
+        other = self.other.address
+        dest = "" if other is None else (other.path if other.is_local else str(other))
+        dlg = WatchDialog(folder, dest, self)
+        if not self.exec_watch_dialog(dlg):
+            return
+        self.start_watch(dlg.spec(self.transfer_settings.job_options(recursive=True)))
+
+    def exec_watch_dialog(self, dlg: QWidget) -> bool:
+        """Shown modally; tests replace this to fill the form in without a nested event loop."""
+        from PySide6.QtWidgets import QDialog
+
+        assert isinstance(dlg, QDialog)
+        return dlg.exec() == QDialog.DialogCode.Accepted
+
+    def start_watch(self, spec: WatchSpec) -> None:
+        """Start a watch on a worker thread (it checks the folders and may log in)."""
+
+        def done(job_id: int) -> None:
+            self.status_label.setText(f"Watching {spec.source} → {spec.dest} (job {job_id})")
+            self.poller.poke()
+            self.job_created.emit(job_id)
+
+        self.run_async(lambda: self.watches.start(spec), done)
+
+    def stop_watches(self, job_ids: list[int]) -> None:
+        ids = [j for j in job_ids if self.watches.running(j)]
+
+        def work() -> int:
+            for j in ids:
+                self.watches.stop(j)
+            return len(ids)
+
+        def done(n: int) -> None:
+            self.status_label.setText(f"Stopped {n} watch(es); what was queued still arrives")
+            self.service.start()  # the feed is released: the window's runner ships what was queued
+            self.poller.poke()
+
+        self.run_async(work, done)
+
     def _job_changed(self, job_id: int, state: str, message: str | None) -> None:
         self.poller.poke()
         if state in ("running", "queued"):
@@ -630,6 +706,10 @@ class MainWindow(QMainWindow):
 
     def queue_action(self, key: str, job_ids: list[int]) -> None:
         from ferry.transfers.store import Store
+
+        if key == "stop":
+            self.stop_watches(job_ids)
+            return
 
         store_path, pool = self.store_path, self.pool
 
@@ -951,6 +1031,7 @@ class MainWindow(QMainWindow):
         except Exception:  # never lose the shutdown to a settings problem
             pass
         self.poller.stop()
+        self.watches.stop_all()
         self.service.stop()
         self.bridge.shutdown()
         self.pool.close_all()

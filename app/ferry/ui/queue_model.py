@@ -54,6 +54,21 @@ def gui_message(job_id: int, message: str | None) -> str | None:
     return message
 
 
+def watch_text(j: JobRow, col: int) -> str:
+    """A folder watch is a long-lived job: its state and its counters instead of "done / total"."""
+    w = j.watch
+    assert w is not None
+    if col == STATE:
+        live = w.state in ("starting", "watching", "draining") and j.state in ("queued", "running")
+        state = w.state if live else j.state
+        msg = gui_message(j.id, j.message)
+        return f"{state}: {msg}" if msg and j.state in ("failed", "paused") else state
+    return (
+        f"seen {w.seen:,}, shipped {w.shipped:,}, verified {w.verified:,}, deleted {w.deleted:,}, failed {w.failed:,}"
+        + (f" ({w.pending:,} settling)" if w.pending else "")
+    )
+
+
 def fix_for(message: str | None) -> tuple[Action, str] | None:
     """The action a failed job's message points at, with the button's words."""
     text = (message or "").lower()
@@ -205,7 +220,9 @@ class QueueModel(QAbstractItemModel):
     def _job_data(self, j: JobRow, col: int, role: int) -> object:
         if role == Qt.ItemDataRole.DisplayRole:
             if col == TITLE:
-                return f"#{j.id}  {j.title}"
+                return f"#{j.id}  {'Watch ' if j.watch is not None else ''}{j.title}"
+            if j.watch is not None and col in (STATE, FILES):
+                return watch_text(j, col)
             if col == STATE:
                 state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
                 msg = gui_message(j.id, j.message)

@@ -58,6 +58,7 @@ class QueuePanel(QWidget):
         super().__init__(parent)
         self.setObjectName("queuePanel")
         self.model = model
+        self.can_stop: Callable[[int], bool] = lambda job_id: False  # a folder watch this window runs
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         bar = QHBoxLayout()
@@ -81,6 +82,7 @@ class QueuePanel(QWidget):
             ("resume", "Resume", "Continue the selected paused jobs"),
             ("cancel", "Cancel", "Cancel the selected jobs (partial files are removed)"),
             ("retry", "Retry", "Queue the failed files of the selected jobs again"),
+            ("stop", "Stop", "Stop watching the selected folders (what was queued still arrives)"),
             ("fix", "Fix…", "Do what the failure message suggests (log in again, trust key, retry)"),
         ):
             b = QPushButton(text)
@@ -149,6 +151,7 @@ class QueuePanel(QWidget):
         self.buttons["pause"].setEnabled(bool(states & {"queued", "running"}))
         self.buttons["resume"].setEnabled("paused" in states)
         self.buttons["cancel"].setEnabled(bool(states & {"queued", "running", "paused"}))
+        self.buttons["stop"].setEnabled(any(self.can_stop(j.id) for j in jobs))
         self.buttons["retry"].setEnabled(any(j.files_failed or j.state in ("failed", "cancelled") for j in jobs))
         fixes = [fix_for(j.message) for j in jobs if j.state in ("failed", "paused") and j.message]
         # A plain retry is the Retry button already; the fix button offers something else.

@@ -24,6 +24,7 @@ from ferry.core.progress import Snapshot
 from ferry.transfers.copy import AskFn
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import JOB_FINISHED, NewTask, Store, Task, TaskResult
+from ferry.transfers.watch import WatchCounters, read_counters
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +167,7 @@ class JobRow:
     created: float
     finished: float | None
     speed: float = 0.0  # bytes/s, from the change since the last read
+    watch: WatchCounters | None = None  # a folder watch's counters (saved by the watcher every second)
 
     @property
     def fraction(self) -> float:
@@ -295,6 +297,7 @@ class QueuePoller:
                 created=job.created,
                 finished=job.finished,
                 speed=speed,
+                watch=read_counters(store, job.id),
             )
             self._cache[job.id] = (job.state, row)
             rows.append(row)
