@@ -69,6 +69,11 @@ READ_DEPTH = 16
 PARALLEL_MIN = 64 << 20  # files this big are read as parallel byte-range streams
 PARALLEL_STREAMS = 4  # more read-ahead makes paramiko copy its growing buffer on every read
 _HASH_TOOLS = {"sha256": "sha256sum", "sha1": "sha1sum", "md5": "md5sum", "blake3": "b3sum"}
+_EMPTY_DIGESTS = {  # of zero bytes: proves a remote openssl computes the right thing
+    "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+    "sha1": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
+    "md5": "d41d8cd98f00b204e9800998ecf8427e",
+}
 
 
 class HostKeyError(AuthError):
@@ -506,13 +511,28 @@ class _Host:
             self._release_slot(generation)
 
     def detect_hash_tools(self) -> None:
-        probe = "for t in sha256sum sha1sum md5sum b3sum; do command -v $t >/dev/null 2>&1 && echo $t; done"
+        """Which remote tools compute which checksum. ``openssl dgst -r`` is preferred where it
+        gives the right answer: it uses the CPU's SHA instructions, which Debian's coreutils
+        do not (one 256 MiB file: sha256sum 1.07 s, openssl 0.21 s on the test machine); its
+        ``-r`` output is coreutils' format, odd names escaped the same way."""
+        probe = (
+            "for t in sha256sum sha1sum md5sum b3sum; do command -v $t >/dev/null 2>&1 && echo $t; done; "
+            "for a in sha256 sha1 md5; do printf 'openssl-%s ' $a; "
+            "openssl dgst -$a -r </dev/null 2>/dev/null | cut -c1-64 || echo; done"
+        )
         try:
             _rc, out, _err = self.run(probe, timeout=30)
         except Exception:  # exec refused (sftp-only account): size-only verification, said honestly
             return
-        found = set(out.decode(errors="replace").split())
-        self.hash_tools = {algo: tool for algo, tool in _HASH_TOOLS.items() if tool in found}
+        words = out.decode(errors="replace").split()
+        found = set(words)
+        tools = {algo: tool for algo, tool in _HASH_TOOLS.items() if tool in found}
+        for algo, empty in _EMPTY_DIGESTS.items():
+            # Only an openssl that prints the known digest of nothing, in -r format, is trusted.
+            name = f"openssl-{algo}"
+            if name in words and words.index(name) + 1 < len(words) and words[words.index(name) + 1] == empty:
+                tools[algo] = f"openssl dgst -{algo} -r"
+        self.hash_tools = tools
 
     def close(self) -> None:
         with self._shell_lock:
