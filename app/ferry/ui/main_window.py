@@ -46,6 +46,7 @@ from ferry.ui.queue_model import QueueModel
 from ferry.ui.queue_panel import QueuePanel
 from ferry.ui.queue_service import QueuePoller, QueueService, QueueSnapshot, SharedPool
 from ferry.ui.settings import TransferSettings, load_transfer_settings, save_transfer_settings, settings
+from ferry.ui.sites_menu import Place
 from ferry.ui.watch_service import WatchManager
 
 T = TypeVar("T")
@@ -74,6 +75,7 @@ class _TabSwitch(QObject):
 class MainWindow(QMainWindow):
     job_created = Signal(int)
     job_finished = Signal(int, str)
+    slow_places_loaded = Signal(int)
 
     def __init__(self, *, store_path: Path | None = None, restore: bool = True, start_queue: bool = True) -> None:
         super().__init__()
@@ -109,6 +111,7 @@ class MainWindow(QMainWindow):
             pane.model.drop_handler = lambda srcs, dest, move: self.request_transfer(srcs, dest, move=move)
             pane.model.rename_handler = lambda e, new, p=pane: self.rename_entry(p, e, new)
             pane.view.installEventFilter(tab)
+            pane.aws_profile_chosen = self.open_aws_profile
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(self.left)
         self.splitter.addWidget(self.right)
@@ -171,6 +174,7 @@ class MainWindow(QMainWindow):
             self.service.start()
 
         self._restore(restore)
+        self.fetch_slow_places()
 
     # ------------------------------------------------------------ actions and menus
     def _action(
@@ -272,7 +276,7 @@ class MainWindow(QMainWindow):
         self._action(
             "watch",
             "Watch this folder…",
-            None,
+            "Ctrl+Shift+W",
             "Ship each new file in this local folder as soon as it is complete",
             self.watch_folder,
             file_menu,
@@ -779,6 +783,46 @@ class MainWindow(QMainWindow):
     def _cleared(self, n: int) -> None:
         self.status_label.setText(f"Removed {n} finished job(s)")
         self.poller.poke()
+
+    def fetch_slow_places(self) -> None:
+        """AWS profiles and Globus collections for the site pickers, found on a worker thread:
+        botocore's import and the Globus service must never hold up start-up."""
+        from ferry.ui.sites_menu import slow_places
+
+        def done(places: list[Place]) -> None:
+            if self._closed:
+                return
+            for p in (self.left, self.right):
+                p.slow_places = places
+                p.reload_places()
+            self.slow_places_loaded.emit(len(places))
+
+        self.run_async(slow_places, done, lambda exc: None)
+
+    def open_aws_profile(self, profile: str) -> None:
+        """An AWS profile from the picker: its saved site if there is one, else ask for a bucket
+        and save a site using the profile (secrets stay in the AWS files, as before)."""
+        from ferry.credentials.sites import SiteStore
+
+        existing = next((x for x in SiteStore().list() if dict(x.options).get("profile") == profile), None)
+        if existing is not None:
+            self.active.navigate(f"{existing.name}:")
+            return
+        bucket = self.ask_text(f"AWS profile {profile}", "Bucket (and optional prefix) to open with this profile:", "")
+        if not bucket or not bucket.strip("/ "):
+            return
+        name = "aws-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in profile)
+
+        def work() -> str:
+            SiteStore().add(name, "s3://" + bucket.strip().strip("/"), {"profile": profile})
+            return name
+
+        def done(site: str) -> None:
+            self.status_label.setText(f"Saved site {site} (AWS profile {profile}); edit it in the Site manager")
+            self._reload_places()
+            self.active.navigate(f"{site}:")
+
+        self.run_async(work, done)
 
     def _reload_places(self) -> None:
         for p in (self.left, self.right):

@@ -38,7 +38,7 @@ from ferry.core.errors import FerryError, describe
 from ferry.ui.bridge import PAINT_GATE, Bridge
 from ferry.ui.listing_model import EntryRole, ListingModel
 from ferry.ui.queue_service import SharedPool
-from ferry.ui.sites_menu import Place, all_places
+from ferry.ui.sites_menu import AWS_PROFILE_PREFIX, Place, all_places
 
 BATCH = 2000
 BATCH_SECONDS = 0.1
@@ -204,6 +204,8 @@ class Pane(QWidget):
         self.error_text = ""
         self.resolve: Callable[[str], Address] = _resolve
         self.extra_places: list[Place] = []  # e.g. the --demo servers, listed first
+        self.slow_places: list[Place] = []  # AWS profiles, Globus collections: found off the UI thread
+        self.aws_profile_chosen: Callable[[str], object] | None = None
 
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
@@ -297,9 +299,9 @@ class Pane(QWidget):
     def reload_places(self) -> None:
         self.site.blockSignals(True)
         self.site.clear()
-        groups: dict[str, list[Place]] = {"demo": [], "local": [], "site": [], "ssh": []}
-        for p in [*self.extra_places, *all_places()]:
-            groups[p.group].append(p)
+        groups: dict[str, list[Place]] = {"demo": [], "local": [], "site": [], "ssh": [], "aws": [], "globus": []}
+        for p in [*self.extra_places, *all_places(), *self.slow_places]:
+            groups.setdefault(p.group, []).append(p)
         first = True
         for name, items in groups.items():
             if not items:
@@ -315,7 +317,10 @@ class Pane(QWidget):
 
     def _site_chosen(self, index: int) -> None:
         target = self.site.itemData(index)
-        if target:
+        if target and str(target).startswith(AWS_PROFILE_PREFIX):
+            if self.aws_profile_chosen is not None:
+                self.aws_profile_chosen(str(target).removeprefix(AWS_PROFILE_PREFIX))
+        elif target:
             self.navigate(str(target))
 
     # ---- navigation ----

@@ -1,0 +1,89 @@
+"""The site picker's slower entries: AWS profiles (read off the UI thread) and Globus
+collections (only when logged in), beside local places, saved sites and ssh_config hosts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ferry.ui.main_window import MainWindow
+from ferry.ui.sites_menu import AWS_PROFILE_PREFIX, aws_profiles, globus_collections
+
+
+@pytest.fixture
+def aws_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cfg = tmp_path / "aws_config"
+    cfg.write_text("[default]\nregion = eu-west-1\n\n[profile lab]\nregion = us-east-1\n")
+    creds = tmp_path / "aws_credentials"
+    creds.write_text("[archive]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = not-a-real-secret\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(cfg))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    return cfg
+
+
+def test_aws_profiles_come_from_the_config_and_credentials_files(aws_files: Path) -> None:
+    places = aws_profiles()
+    assert [p.address for p in places] == [AWS_PROFILE_PREFIX + n for n in ("archive", "default", "lab")]
+    assert all(p.group == "aws" and "not-a-real-secret" not in p.tooltip for p in places)
+
+
+def test_no_aws_files_means_no_profiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none2"))
+    assert aws_profiles() == []
+
+
+def test_globus_collections_are_not_looked_up_when_logged_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ferry.credentials import globus_auth
+
+    globus_auth.reset_shared_auth()
+    calls: list[str] = []
+    monkeypatch.setattr(globus_auth.GlobusAuth, "logged_in", lambda self: False)
+    monkeypatch.setattr(globus_auth.GlobusAuth, "transfer_client", lambda self: calls.append("tc"))
+    assert globus_collections() == [] and calls == []
+
+
+def test_picker_lists_profiles_beside_local_places_and_ssh_hosts_and_a_profile_opens_a_site(  # type: ignore[no-untyped-def]
+    qtbot, aws_files: Path, ferry_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ferry_home.mkdir(parents=True, exist_ok=True)
+    (ferry_home / "ssh_config").write_text("Host hpc\n  HostName 127.0.0.1\n")
+    from ferry.ui.settings import TransferSettings
+
+    w = MainWindow(restore=False, start_queue=False)
+    w.transfer_settings = TransferSettings(confirm_drops=False)
+    qtbot.addWidget(w)
+    with qtbot.waitSignal(w.slow_places_loaded, timeout=30_000):
+        w.show()
+    try:
+        combo = w.left.site
+        labels = [combo.itemText(i) for i in range(combo.count())]
+        assert "This computer (home)" in labels and "hpc" in labels
+        assert {"AWS profile default", "AWS profile lab", "AWS profile archive"} <= set(labels)
+        assert labels.index("AWS profile lab") > labels.index("hpc")  # after ssh hosts, grouped
+
+        asked: list[str] = []
+
+        def ask(title: str, label: str, text: str = "") -> str:
+            asked.append(title)
+            return "lab-bucket/run42"
+
+        monkeypatch.setattr(w, "ask_text", ask)
+        went: list[str] = []
+        monkeypatch.setattr(w.left, "navigate", lambda target, **kw: went.append(str(target)) or True)
+        w._set_active(w.left)
+        combo.setCurrentIndex(labels.index("AWS profile lab"))
+        combo.activated.emit(labels.index("AWS profile lab"))  # as a click on the entry
+        qtbot.waitUntil(lambda: went == ["aws-lab:"])
+        assert asked == ["AWS profile lab"]
+        from ferry.credentials.sites import SiteStore
+
+        site = SiteStore().get("aws-lab")
+        assert site is not None and site.address == "s3://lab-bucket/run42" and dict(site.options) == {"profile": "lab"}
+        # Chosen again: the saved site is reused, nothing asked.
+        w.open_aws_profile("lab")
+        assert went == ["aws-lab:", "aws-lab:"] and asked == ["AWS profile lab"]
+    finally:
+        w.shutdown()
