@@ -12,6 +12,7 @@ NO_DISPLAY = (
 )
 
 USAGE = "usage: ferry [--demo | --new-window] [PATH_OR_URL]\n"
+DESKTOP_FILE = "io.github.ferry.Ferry"  # packaging/linux/io.github.ferry.Ferry.desktop
 
 
 def has_display() -> bool:
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
     assert isinstance(app, QApplication)
     app.setApplicationName("Ferry")
     app.setOrganizationName("Ferry")
-    app.setDesktopFileName("ferry")
+    app.setDesktopFileName(DESKTOP_FILE)  # Wayland/X11 match the window to the installed .desktop file
     app.setWindowIcon(app_icon())
     if not demo and not new_window and send_to_running(rest):
         sys.stdout.write("Opened in the running Ferry window.\n")
@@ -83,6 +84,9 @@ def main(argv: list[str]) -> int:
             sys.stderr.write(f"ferry --demo: {exc}\n")
     window = MainWindow(restore=not demo)
     instance = InstanceServer(window.open_locations) if not new_window else None
+    from ferry.ui.links import install_file_open_handler
+
+    install_file_open_handler(app, window.open_location)
     window.show()
     _quit_on_signals(app, window)
     if servers is not None:

@@ -409,8 +409,15 @@ class MainWindow(QMainWindow):
 
     def open_location(self, text: str) -> None:
         """Open a path or address (command line, second launch): a file opens its folder."""
+        from ferry.ui.links import location_from_argument
+
         self.raise_()
         self.activateWindow()
+        try:
+            text = location_from_argument(text)
+        except UsageError as exc:
+            self.show_error(str(exc))
+            return
         target = text
         if "://" not in text and os.path.isfile(os.path.expanduser(text)):
             target = os.path.dirname(os.path.abspath(os.path.expanduser(text)))

@@ -12,7 +12,9 @@ MODES = ("system", "light", "dark")
 
 
 def _repo_resources() -> Path:
-    return Path(__file__).resolve().parents[3] / "resources"
+    from ferry.selftest import resource_dir  # one place knows where resources/ is (bundle or checkout)
+
+    return resource_dir()
 
 
 def app_icon() -> QIcon:
