@@ -48,7 +48,7 @@ from ferry.core.errors import (
     from_oserror,
 )
 from ferry.credentials import prompts
-from ferry.credentials.ssh_config import SshTarget, resolve
+from ferry.credentials.ssh_config import SshTarget, apply_site, resolve
 
 log = logging.getLogger("ferry.sftp")
 
@@ -280,6 +280,7 @@ class _Host:
             raise AuthError(f"Login to {title} needs {', '.join(remaining)}, which Ferry cannot do")
 
         unanswered: list[BaseException] = []
+        saved = [_saved_password(t.site)]  # offered once: a wrong one falls back to asking
 
         def handler(title_: str, instructions: str, fields: list[tuple[str, bool]]) -> list[str]:
             # Runs on paramiko's thread: an unanswerable prompt is kept and raised on ours.
@@ -287,6 +288,10 @@ class _Host:
             answers = []
             try:
                 for prompt, echo in fields:
+                    if saved[0] is not None and not echo and _is_password_prompt(prompt, text):
+                        answers.append(saved[0])
+                        saved[0] = None
+                        continue
                     answers.append(prompts.prompter().ask(title, (text + "\n" if text else "") + prompt, echo=echo))
                     text = ""
             except BaseException as exc:
@@ -308,8 +313,17 @@ class _Host:
         if unanswered:
             raise unanswered[0]
         try:
-            password = prompts.prompter().ask(title, f"{title}'s password: ", echo=False)
-            transport.auth_password(t.user, password)
+            if saved[0] is not None:
+                try:
+                    transport.auth_password(t.user, saved[0])
+                except paramiko.BadAuthenticationType:
+                    raise
+                except paramiko.AuthenticationException:
+                    log.info("the password saved for site %s was refused; asking", t.site)
+                saved[0] = None
+            if not transport.is_authenticated():
+                password = prompts.prompter().ask(title, f"{title}'s password: ", echo=False)
+                transport.auth_password(t.user, password)
         except paramiko.BadAuthenticationType as exc:
             raise AuthError(f"Login to {title} failed: no usable method (server allows {exc.allowed_types})") from exc
         except paramiko.AuthenticationException as exc:
@@ -614,6 +628,28 @@ def _load_key(path: str, title: str) -> Any:
         return None
 
 
+def _saved_password(site: str | None) -> str | None:
+    if not site:
+        return None
+    from ferry.credentials import keychain
+
+    try:
+        return keychain.get_secret(keychain.site_secret_key(site))
+    except FerryError:
+        return None
+
+
+_CODE_WORDS = ("code", "otp", "token", "verification", "one-time", "passcode", "pin", "duo", "factor")
+
+
+def _is_password_prompt(prompt: str, text: str) -> bool:
+    """Only a plain "Password:" prompt gets the saved password, never a one-time code's."""
+    p = prompt.strip().lower()
+    if not (p.endswith("password:") or p == "password"):
+        return False
+    return not any(w in p or w in text.lower() for w in _CODE_WORDS)
+
+
 def _known_hosts_line(path: str, name: str, key_type: str) -> int | None:
     import paramiko
 
@@ -649,12 +685,43 @@ _hosts: dict[str, _Host] = {}
 _hosts_lock = threading.Lock()
 
 
+def _site_for(address: Address) -> Any:
+    """The saved site whose options apply: the address's own, else the one saved SFTP site on
+    the same host (a queued job records the plain URL without the site's name)."""
+    from ferry.credentials.sites import SiteStore
+
+    try:
+        store = SiteStore()
+        if address.site:
+            site = store.get(address.site)
+            return site if site is not None and site.address.startswith("sftp://") else None
+        same = []
+        for s in store.list():
+            if not s.address.startswith("sftp://"):
+                continue
+            base = s.base_address()
+            if base.host == address.host and (address.user is None or base.user in (None, address.user)):
+                same.append(s)
+        return same[0] if len(same) == 1 else None
+    except FerryError as exc:  # a broken sites.toml must not stop plain ssh_config access
+        log.warning("saved sites not used: %s", exc)
+        return None
+
+
 def _host_for(address: Address) -> _Host:
-    key = address.endpoint
+    site = _site_for(address)
+    key = address.endpoint + (f"#site={site.name}" if site is not None else "")
     with _hosts_lock:
         host = _hosts.get(key)
         if host is None:
-            host = _hosts[key] = _Host(resolve(address.host, address.user, address.port))
+            base = site.base_address() if site is not None else None
+            user = address.user or (base.user if base is not None else None)
+            port = address.port or (base.port if base is not None else None)
+            target = resolve(address.host, user, port)
+            if site is not None:
+                given = {"user_given": user is not None, "port_given": port is not None}
+                apply_site(target, site.name, dict(site.options), **given)
+            host = _hosts[key] = _Host(target)
         return host
 
 

@@ -138,6 +138,7 @@ class SshTarget:
     strict_host_key_checking: str = "ask"  # ask or yes
     known_hosts_files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    site: str | None = None  # the saved site whose options apply (its password is in the keychain)
 
     @property
     def host_key_name(self) -> str:
@@ -232,3 +233,37 @@ def is_alias(name: str) -> bool:
                 return True
         return False
     return False
+
+
+SITE_OPTIONS = ("identity_file", "proxy_jump", "user", "port")
+
+
+def apply_site(target: SshTarget, site: str, options: dict[str, str], *, user_given: bool, port_given: bool) -> None:
+    """A saved site's options over ssh_config, as ``ssh -i KEY -J JUMP -l USER -p PORT`` would
+    apply them: the key is tried first (ssh_config's keys after it), the jump host replaces any
+    ProxyJump or ProxyCommand, and user/port apply unless the address itself names them."""
+    from ferry.core.errors import UsageError
+
+    target.site = site
+    key = options.get("identity_file", "").strip()
+    if key:
+        path = _expand(key, target.hostname, target.user)
+        target.identity_files = [path, *[f for f in target.identity_files if f != path]]
+    jump = options.get("proxy_jump", "").strip()
+    if jump:
+        if jump.lower() == "none":
+            target.proxy_jump = None
+        else:
+            target.proxy_jump = jump
+        target.proxy_command = None
+    if options.get("user", "").strip() and not user_given:
+        target.user = options["user"].strip()
+        if key:  # %r in the key's path means the user that now applies
+            target.identity_files[0] = _expand(key, target.hostname, target.user)
+    raw_port = options.get("port", "").strip()
+    if raw_port and not port_given:
+        if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
+            raise UsageError(f"Site '{site}': port must be a number from 1 to 65535, not {raw_port!r}")
+        target.port = int(raw_port)
+    for name in sorted(set(options) - set(SITE_OPTIONS)):
+        log.warning("site '%s': option %r is not used by SFTP", site, name)
