@@ -101,8 +101,9 @@ def test_site_proxy_jump_replaces_ssh_configs_proxycommand(sshd: SshServer, tmp_
 
 
 def test_apply_site_rules() -> None:
-    t = SshTarget(alias="h", hostname="h.example.org", user="cfg", port=2222, identity_files=["/cfg/key"])
-    t.proxy_command = "nc %h %p"
+    t = SshTarget(
+        alias="h", hostname="h.example.org", user="cfg", port=2222, identity_files=["/cfg/key"], proxy_command="nc"
+    )
     apply_site(t, "s", {"identity_file": "/site/%r_key", "proxy_jump": "bastion", "user": "u", "port": "23"},
                user_given=False, port_given=False)  # fmt: skip
     assert (t.user, t.port, t.site) == ("u", 23, "s")
