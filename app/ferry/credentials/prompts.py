@@ -24,7 +24,10 @@ class Prompter(Protocol):
         ...
 
     def confirm_host_key(self, host: str, key_type: str, fingerprint: str) -> str:
-        """Unknown host key: return "no", "once" (trust for this run) or "save" (add to known_hosts)."""
+        """Unknown host key: return "no", "once" (trust for this run) or "save" (add to known_hosts).
+
+        A prompter may also accept a keyword ``known_hosts_line`` (the exact line "save" would
+        add); backends call :func:`confirm_host_key` below, which passes it only to those that do."""
         ...
 
 
@@ -94,3 +97,23 @@ def set_prompter(prompter: Prompter) -> None:
 
 def prompter() -> Prompter:
     return _current
+
+
+def confirm_host_key(host: str, key_type: str, fingerprint: str, *, known_hosts_line: str | None = None) -> str:
+    """Ask the current prompter about an unknown host key. ``known_hosts_line`` is the exact line
+    "save" adds to known_hosts, for front ends that show it (the desktop app's dialog); prompters
+    written before it existed are called without it."""
+    current = _current
+    if known_hosts_line is not None and _accepts_line(current):
+        return current.confirm_host_key(host, key_type, fingerprint, known_hosts_line=known_hosts_line)  # type: ignore[call-arg]
+    return current.confirm_host_key(host, key_type, fingerprint)
+
+
+def _accepts_line(p: object) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(p.confirm_host_key).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError, AttributeError):
+        return False
+    return "known_hosts_line" in params or any(v.kind is inspect.Parameter.VAR_KEYWORD for v in params.values())

@@ -20,6 +20,7 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Container
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -83,7 +84,7 @@ class RunConfig:
     job_ids: list[int] | None = None  # only these jobs (``ferry cp`` runs its own)
     # Never these jobs: another Runner of this process feeds and runs them (the window's folder
     # watches); the set may grow while this Runner runs.
-    skip_job_ids: set[int] | frozenset[int] = frozenset()
+    skip_job_ids: Container[int] = frozenset()
     max_attempts: int = 5
     backoff_base: float = 1.0
     backoff_cap: float = 300.0

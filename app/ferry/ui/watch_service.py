@@ -16,9 +16,40 @@ from pathlib import Path
 
 from ferry.transfers.copy import AskFn
 from ferry.transfers.store import Store
-from ferry.transfers.watch import Watcher, WatchResult, WatchSpec
+from ferry.transfers.watch import Watcher, WatchResult, WatchSpec, is_watch_job
 
 log = logging.getLogger(__name__)
+
+
+class SkipJobs:
+    """The jobs the window's queue runner must leave alone, as ``RunConfig.skip_job_ids``.
+
+    A watch's job id is known only once ``Watcher.start()`` has created (or reopened) the job and
+    started its own runner; in that moment the window's runner could claim it. So while a watch
+    is starting, every watch job counts as skipped (a small read, only then)."""
+
+    def __init__(self, store_path: Path | None) -> None:
+        self.store_path = store_path
+        self.ids: set[int] = set()
+        self.starting = 0
+        self._lock = threading.Lock()
+        self._store: Store | None = None
+
+    def __contains__(self, job_id: object) -> bool:
+        if job_id in self.ids:
+            return True
+        if not self.starting or not isinstance(job_id, int):
+            return False
+        with self._lock:
+            if self._store is None:
+                self._store = Store(self.store_path)
+            return is_watch_job(self._store, job_id)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._store is not None:
+                self._store.close()
+                self._store = None
 
 
 class WatchManager:
@@ -34,7 +65,7 @@ class WatchManager:
         self.parallel = parallel
         self.ask = ask
         self.on_message = on_message
-        self.skip: set[int] = set()  # job ids the window's own queue runner must leave alone
+        self.skip = SkipJobs(store_path)  # jobs the window's own queue runner must leave alone
         self._watchers: dict[int, Watcher] = {}
         self._lock = threading.Lock()
 
@@ -51,14 +82,20 @@ class WatchManager:
                 msg(text)
 
         watcher = Watcher(spec, store, parallel=self.parallel(), ask=self.ask, on_message=say)
+        with self._lock:
+            self.skip.starting += 1
         try:
             job_id = watcher.start()
         except BaseException:
             store.close()
             raise
-        with self._lock:
-            self.skip.add(job_id)
-            self._watchers[job_id] = watcher
+        else:
+            with self._lock:
+                self.skip.ids.add(job_id)
+                self._watchers[job_id] = watcher
+        finally:
+            with self._lock:
+                self.skip.starting -= 1
         return job_id
 
     def running(self, job_id: int) -> bool:
@@ -89,7 +126,7 @@ class WatchManager:
             with self._lock:
                 if w.finished:
                     self._watchers.pop(job_id, None)
-                    self.skip.discard(job_id)
+                    self.skip.ids.discard(job_id)
                     w.store.close()
         return result
 
@@ -99,3 +136,4 @@ class WatchManager:
                 self.stop(job_id, timeout)
             except Exception:
                 log.exception("stopping watch %s failed", job_id)
+        self.skip.close()

@@ -81,7 +81,14 @@ def is_yes_no(prompt: str) -> bool:
 class HostKeyDialog(QDialog):
     """An unknown host key: fingerprint, the known_hosts line it would add, and three choices."""
 
-    def __init__(self, host: str, key_type: str, fingerprint: str, parent: QWidget | None = None) -> None:
+    def __init__(
+        self,
+        host: str,
+        key_type: str,
+        fingerprint: str,
+        parent: QWidget | None = None,
+        known_hosts_line: str | None = None,
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle(f"Unknown host key for {host}")
         self.setObjectName("hostKeyDialog")
@@ -100,11 +107,21 @@ class HostKeyDialog(QDialog):
         fp.setFont(mono)
         lay.addWidget(fp)
         self.fingerprint_label = fp
-        line = QPlainTextEdit(f"{host} {key_type} <key as sent by the server>")
-        line.setReadOnly(True)
-        line.setMaximumHeight(48)
-        line.setToolTip("The line 'Trust always' adds to your known_hosts file")
-        lay.addWidget(line)
+        # The exact line when the backend says what it would write; without it (an older
+        # backend) no made-up template: the fingerprint above is what to compare.
+        self.line_edit: QPlainTextEdit | None = None
+        if known_hosts_line:
+            what = QLabel("'Trust always' adds this line to your known_hosts file:")
+            lay.addWidget(what)
+            line = QPlainTextEdit(known_hosts_line.strip())
+            line.setObjectName("knownHostsLine")
+            line.setReadOnly(True)
+            line.setFont(mono)
+            line.setMaximumHeight(64)
+            line.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+            line.setToolTip("The line 'Trust always' adds to your known_hosts file")
+            lay.addWidget(line)
+            self.line_edit = line
         box = QDialogButtonBox()
         self.always = QPushButton("Trust always")
         self.always.setToolTip("Trust this key and save it to known_hosts")
@@ -167,9 +184,11 @@ class QtPrompter:
         answer: str = self.bridge.ask_blocking(show, "n")
         return answer
 
-    def confirm_host_key(self, host: str, key_type: str, fingerprint: str) -> str:
+    def confirm_host_key(
+        self, host: str, key_type: str, fingerprint: str, *, known_hosts_line: str | None = None
+    ) -> str:
         def show(reply: Callable[[Any], None]) -> None:
-            dlg = HostKeyDialog(host, key_type, fingerprint, self.parent())
+            dlg = HostKeyDialog(host, key_type, fingerprint, self.parent(), known_hosts_line=known_hosts_line)
             dlg.finished.connect(lambda _code: reply(dlg.choice))
             dlg.finished.connect(dlg.deleteLater)
             dlg.open()
