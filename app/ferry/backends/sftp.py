@@ -67,6 +67,7 @@ WINDOW = 64 << 20
 SLOT_WAIT = 120.0  # seconds to wait for a free channel before handing the file back to the queue
 READ_DEPTH = 16
 PARALLEL_MIN = 64 << 20  # files this big are read as parallel byte-range streams
+READBACK_MAX = 4 << 20  # files up to this size are verified by reading them back, not a remote hash
 PARALLEL_STREAMS = 4  # more read-ahead makes paramiko copy its growing buffer on every read
 _HASH_TOOLS = {"sha256": "sha256sum", "sha1": "sha1sum", "md5": "md5sum", "blake3": "b3sum"}
 _EMPTY_DIGESTS = {  # of zero bytes: proves a remote openssl computes the right thing
@@ -922,6 +923,22 @@ def _setstat_then(client: Any, path: bytes, mtime: datetime | None, how: str, ne
         log.warning("could not set the modification time of %s: %s", _text(new), errors[0])
 
 
+def _check_writes(f: Any) -> None:
+    """Read the replies to pipelined WRITEs: paramiko skips them unless asked, so a full disk or
+    quota would go unnoticed until a size check. The first error is raised after every reply is
+    read (the channel stays in step)."""
+    failure: BaseException | None = None
+    reqs = f._reqs
+    while reqs:
+        num = reqs.popleft()
+        try:
+            f.sftp._read_response(num)
+        except Exception as exc:
+            failure = failure or exc
+    if failure is not None:
+        raise failure
+
+
 class SFTPWriter(Writer):
     def __init__(self, backend: SFTPBackend, final_path: str, token: str, resume: bool, readback: str | None) -> None:
         self.backend = backend
@@ -929,6 +946,7 @@ class SFTPWriter(Writer):
         self.final_path = final_path
         self.temp_path = posixpath.join(folder, temp_name(name, token))
         self.offset = 0
+        self._written = 0
         self.verified_note = ""
         self._readback = readback
         self._cm: Any = backend._host.sftp()
@@ -941,7 +959,9 @@ class SFTPWriter(Writer):
                     self.offset = client.stat(_b(self.temp_path)).st_size or 0
                 except OSError:
                     resume = False
-            self._f = client.open(_b(self.temp_path), "r+b" if resume else "wb", bufsize=1 << 20)
+            # Readable too when verifying: a small file is read back on this same handle.
+            mode = "r+b" if resume else ("w+b" if readback else "wb")
+            self._f = client.open(_b(self.temp_path), mode, bufsize=1 << 20)
             if resume:
                 self._f.seek(self.offset)
                 if self.offset and readback:
@@ -959,18 +979,70 @@ class SFTPWriter(Writer):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         try:
             self._f.write(bytes(data))
+            self._written += len(data)
         except Exception as exc:
             raise _map_error(exc, self.final_path) from exc
+
+    def _read_back(self, algo: str) -> str:
+        """Hash what the server now holds by reading it back on the open handle: the READs go
+        out right behind the last WRITEs (the server answers in order) and need no remote
+        process, no exec channel and no batch to wait for, where a remote hash costs a process
+        start per batch (small files spent most of their time waiting for it)."""
+        from paramiko.sftp import CMD_DATA, CMD_READ, int64
+
+        from ferry.core.hashing import new_hasher
+
+        f, client = self._f, self._client
+        f.flush()
+        size = self.offset + self._written
+        step = self.backend._host.request_size
+        nums = [
+            (client._async_request(type(None), CMD_READ, f.handle, int64(o), min(step, size - o)), o)
+            for o in range(0, size, step)
+        ]
+        hasher = new_hasher(algo)
+        got = 0
+        failure: BaseException | None = None
+        try:
+            _check_writes(f)
+        except Exception as exc:
+            failure = exc
+        for num, _o in nums:  # every reply is read, even after a failure: the channel stays in step
+            try:
+                t, msg = client._read_response(num)
+                if t == CMD_DATA:
+                    chunk: bytes = msg.get_binary()
+                    if failure is None:
+                        hasher.update(chunk)
+                        got += len(chunk)
+            except EOFError:
+                pass  # the file is shorter than what was written: the size check below says so
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        if got != size:
+            return f"short:{got}"  # cannot equal any digest: the copy path reports a mismatch
+        return hasher.hexdigest()
 
     def _close_file(self) -> None:
         if not self._closed:
             self._closed = True
             try:
+                self._f.flush()
+                _check_writes(self._f)
                 self._f.close()
             except Exception as exc:
                 raise _map_error(exc, self.final_path) from exc
 
     def finish(self) -> str | None:
+        if self._readback is not None and not self._closed and self.offset + self._written <= READBACK_MAX:
+            try:
+                digest = self._read_back(self._readback)
+            except Exception as exc:
+                raise _map_error(exc, self.final_path) from exc
+            self._close_file()
+            return digest
         self._close_file()
         # Give the channel back before hashing: the remote hash needs an exec channel of its own,
         # and under a small MaxSessions every worker holding one while waiting for another deadlocks.
