@@ -4,8 +4,9 @@
     .venv/bin/python scripts/screenshots.py            # re-runs itself under xvfb-run if needed
     .venv/bin/python scripts/screenshots.py --out DIR
 
-Scenes: the main window during a transfer, the site manager, the share dialog, and an error (a
-failed job that says why, next to a folder that cannot be listed). Everything runs against
+Scenes: the main window during a transfer, the site manager, the share dialog, a folder watch
+(its dialog, then the watch shipping files with its counters), and an error (a failed job that
+says why, next to a folder that cannot be listed). Everything runs against
 loopback data in a throwaway home (memory and local backends), never the user's own settings.
 Look at the pictures after changing the UI: fonts, clipped text, empty areas.
 """
@@ -120,6 +121,8 @@ def _shoot(out: Path, home: Path) -> int:
     w.queue_panel.view.expand(w.queue_model.index(0, 0))
     settle(1.5)
     w.left.view.selectRow(2)
+    w.right.refresh()  # the folders arriving
+    settle(0.5)
     save(w, "main-window-transfer.png")
 
     sm = SiteManagerDialog(parent=w)
@@ -145,12 +148,50 @@ def _shoot(out: Path, home: Path) -> int:
     save(share, "share-dialog.png")
     share.close()
 
+    # A folder watch: the dialog, then files written into the folder shipping as they appear.
+    from ferry.ui.dialogs.watch import WatchDialog
+
+    w.queue_action("cancel", [j.id for j in w.queue_model.all_jobs()])
+    settle(1.0)
+    w.clear_finished()
+    incoming = data / "incoming"
+    incoming.mkdir()
+    w.left.navigate(str(incoming))
+    w.right.navigate(str(archive))
+    settle(1.0)
+    w.transfer_settings.bwlimit = ""
+    dlg = WatchDialog(str(incoming), str(archive / "incoming"), parent=w)
+    dlg.pattern.setText("*.h5")
+    dlg.settle.setValue(2.0)
+    dlg.show()
+    save(dlg, "watch-dialog.png")
+    dlg.close()
+    w.start_watch(dlg.spec(w.transfer_settings.job_options(recursive=True)))
+    settle(2.0)
+    for i in range(6):
+        tmp = incoming / f".step-{i:04d}.h5.tmp"
+        tmp.write_bytes(os.urandom(2_000_000))
+        tmp.rename(incoming / f"step-{i:04d}.h5")
+        settle(0.4)
+    (incoming / ".step-0006.h5.tmp").write_bytes(os.urandom(500_000))  # still being written
+    settle(3.0)
+    w.left.refresh()
+    w.right.navigate(str(archive / "incoming"))
+    settle(1.5)
+    watch_row = next(r for r, j in enumerate(w.queue_model.jobs()) if j.watch is not None)
+    sel = w.queue_panel.view.selectionModel()
+    sel.select(w.queue_model.index(watch_row, 0), sel.SelectionFlag.ClearAndSelect | sel.SelectionFlag.Rows)
+    save(w, "watch.png")
+    for job_id in w.watches.watching():
+        w.watches.stop(job_id)
+
     # An error: a job whose destination refuses writes, and a folder that does not exist.
     get_store("locked").fail_on("open_write", "/", PermissionDenied("Permission denied: /in (read-only)"), times=None)
     w.queue_action("cancel", [j.id for j in w.queue_model.all_jobs()])
     settle(1.0)
     w.transfer_settings.bwlimit = ""
     w.queue_transfer([str(data / "notes")], "memory://locked/in/")
+    w.left.navigate(str(data))
     w.right.navigate(str(home / "no-such-folder"))
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and not any(j.state == "failed" for j in w.queue_model.all_jobs()):

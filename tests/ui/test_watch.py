@@ -12,7 +12,7 @@ from ferry.transfers.store import Store
 from ferry.transfers.watch import read_counters
 from ferry.ui.dialogs.watch import WatchDialog
 from ferry.ui.main_window import MainWindow
-from ferry.ui.queue_model import FILES, STATE
+from ferry.ui.queue_model import STATE, TITLE
 from ui.test_queue_and_app import select_job
 
 
@@ -95,9 +95,9 @@ def test_watch_this_folder_ships_new_files_verified_shows_counters_and_stops(  #
     # The panel shows the watch as a long-lived job with its counters.
     def counters_shown() -> None:
         row = next(r for r, j in enumerate(window.queue_model.jobs()) if j.id == job)
-        files = window.queue_model.index(row, FILES).data()
-        assert "verified 3" in files and "deleted 3" in files and "failed 0" in files, files
-        assert window.queue_model.index(row, STATE).data() == "watching"
+        title = window.queue_model.index(row, TITLE).data()
+        assert title == f"#{job}  seen 3 · shipped 3 · verified 3 · deleted 3 · failed 0", title
+        assert window.queue_model.index(row, STATE).data() == "watching run42/"
 
     qtbot.waitUntil(counters_shown, timeout=30_000)
 
@@ -107,7 +107,7 @@ def test_watch_this_folder_ships_new_files_verified_shows_counters_and_stops(  #
     panel.buttons["stop"].click()
     qtbot.waitUntil(lambda: not window.watches.running(job), timeout=30_000)
     assert job not in window.watches.skip
-    qtbot.waitUntil(lambda: not panel.buttons["stop"].isEnabled())
+    qtbot.waitUntil(lambda: not panel.buttons["stop"].isEnabled() and panel.buttons["stop"].isHidden())
     store = Store()
     try:
         counters = read_counters(store, job)

@@ -55,17 +55,21 @@ def gui_message(job_id: int, message: str | None) -> str | None:
 
 
 def watch_text(j: JobRow, col: int) -> str:
-    """A folder watch is a long-lived job: its state and its counters instead of "done / total"."""
+    """A folder watch is a long-lived job: the counters lead its title (the paths are in the
+    tooltip) and its state names the folder, so both fit a 1280-pixel window."""
     w = j.watch
     assert w is not None
     if col == STATE:
         live = w.state in ("starting", "watching", "draining") and j.state in ("queued", "running")
         state = w.state if live else j.state
         msg = gui_message(j.id, j.message)
-        return f"{state}: {msg}" if msg and j.state in ("failed", "paused") else state
+        if msg and j.state in ("failed", "paused"):
+            return f"{state}: {msg}"
+        folder = j.sources[0].rstrip("/").rsplit("/", 1)[-1] if j.sources else ""
+        return f"{state} {folder}/" if live and folder else state
     return (
-        f"seen {w.seen:,}, shipped {w.shipped:,}, verified {w.verified:,}, deleted {w.deleted:,}, failed {w.failed:,}"
-        + (f" ({w.pending:,} settling)" if w.pending else "")
+        f"seen {w.seen:,} · shipped {w.shipped:,} · verified {w.verified:,} · deleted {w.deleted:,} · "
+        f"failed {w.failed:,}" + (f" ({w.pending:,} settling)" if w.pending else "")
     )
 
 
@@ -220,8 +224,10 @@ class QueueModel(QAbstractItemModel):
     def _job_data(self, j: JobRow, col: int, role: int) -> object:
         if role == Qt.ItemDataRole.DisplayRole:
             if col == TITLE:
-                return f"#{j.id}  {'Watch ' if j.watch is not None else ''}{j.title}"
-            if j.watch is not None and col in (STATE, FILES):
+                if j.watch is not None:  # the counters first: the paths are in the tooltip
+                    return f"#{j.id}  {watch_text(j, TITLE)}"
+                return f"#{j.id}  {j.title}"
+            if j.watch is not None and col == STATE:
                 return watch_text(j, col)
             if col == STATE:
                 state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
@@ -244,7 +250,10 @@ class QueueModel(QAbstractItemModel):
             if col == STATE and j.message:
                 return gui_message(j.id, j.message)
             if col == TITLE:
-                return "\n".join([*j.sources, f"→ {j.dest}"])
+                lines = [*j.sources, f"→ {j.dest}"]
+                if j.watch is not None:
+                    lines.insert(0, "Folder watch: " + watch_text(j, TITLE))
+                return "\n".join(lines)
         if role == Qt.ItemDataRole.ForegroundRole and (j.state == "failed" or (col == FILES and j.files_failed)):
             return QBrush(QColor("#c62828"))
         if role == FractionRole:

@@ -151,7 +151,9 @@ class QueuePanel(QWidget):
         self.buttons["pause"].setEnabled(bool(states & {"queued", "running"}))
         self.buttons["resume"].setEnabled("paused" in states)
         self.buttons["cancel"].setEnabled(bool(states & {"queued", "running", "paused"}))
-        self.buttons["stop"].setEnabled(any(self.can_stop(j.id) for j in jobs))
+        stoppable = any(self.can_stop(j.id) for j in jobs)
+        self.buttons["stop"].setVisible(stoppable)  # only folder watches can be stopped
+        self.buttons["stop"].setEnabled(stoppable)
         self.buttons["retry"].setEnabled(any(j.files_failed or j.state in ("failed", "cancelled") for j in jobs))
         fixes = [fix_for(j.message) for j in jobs if j.state in ("failed", "paused") and j.message]
         # A plain retry is the Retry button already; the fix button offers something else.
