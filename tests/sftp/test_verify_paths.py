@@ -1,0 +1,90 @@
+"""How uploads are verified: small files by reading back what the server holds on the same open
+handle (no remote process), bigger ones by a remote checksum tool, preferring ``openssl dgst``
+(SHA instructions) when it proves it computes the right digest. Against the real sshd."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferry.backends.sftp as sftp_mod
+from sftp.conformance_site import sftp_backend
+from sshd import SshServer
+
+
+@pytest.fixture
+def backend(sshd: SshServer, tmp_path: Path):  # type: ignore[no-untyped-def]
+    config = sshd.ssh_config(tmp_path / "ssh_config", "verify")
+    b = sftp_backend(sshd, config, "verify")
+    yield b
+    sftp_mod.close_all()
+
+
+def no_remote_hash(*_a: Any, **_k: Any) -> Any:
+    raise AssertionError("a small file must not need a remote hash")
+
+
+def test_small_upload_is_read_back_without_a_remote_process(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = sshd.mkdir()
+    data = os.urandom(300_000)  # more than one 255 KiB request
+    monkeypatch.setattr(backend._host.hasher, "hash", no_remote_hash)
+    w = backend.open_write(str(folder / "a.bin"), size=len(data), token="1", readback="sha256")
+    w.write(data[:100_000])
+    w.write(data[100_000:])
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.commit(overwrite=False)
+    assert (folder / "a.bin").read_bytes() == data
+
+
+def test_read_back_sees_what_the_server_holds(backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bytes changed on the server under the partial file show up in the digest: the check reads
+    the server's file, not Ferry's own buffers."""
+    folder = sshd.mkdir()
+    data = b"x" * 50_000
+    w = backend.open_write(str(folder / "b.bin"), size=len(data), token="2", readback="sha256")
+    w.write(data)
+    w._f.flush()
+    sftp_mod._check_writes(w._f)  # the bytes have landed
+    partial = Path(w.temp_path)
+    with open(partial, "r+b") as f:  # the server's disk flips a byte
+        f.seek(1234)
+        f.write(b"y")
+    digest = w.finish()
+    assert digest != hashlib.sha256(data).hexdigest()
+    assert digest == hashlib.sha256(data[:1234] + b"y" + data[1235:]).hexdigest()
+    w.abort()
+    assert not partial.exists()
+
+
+def test_bigger_files_use_the_remote_tool(backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sftp_mod, "READBACK_MAX", 1000)
+    assert backend.capabilities.readback
+    tool = backend._host.hash_tools["sha256"]
+    if shutil.which("openssl"):  # the server is this machine
+        assert tool == "openssl dgst -sha256 -r"
+    else:
+        assert tool == "sha256sum"
+    folder = sshd.mkdir()
+    data = os.urandom(5000)
+    w = backend.open_write(str(folder / "c.bin"), size=len(data), token="3", readback="sha256")
+    calls: list[str] = []
+    real = backend._host.hasher.hash
+
+    def counting(path: str, tool: str) -> Any:
+        calls.append(tool)
+        return real(path, tool)
+
+    monkeypatch.setattr(backend._host.hasher, "hash", counting)
+    w.write(data)
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.commit(overwrite=False)
+    assert calls == [tool]
+    assert backend.hash(str(folder / "c.bin"), "sha1") == hashlib.sha1(data).hexdigest()
+    assert backend.hash(str(folder / "c.bin"), "md5") == hashlib.md5(data).hexdigest()
