@@ -56,7 +56,9 @@ class SiteManagerDialog(QDialog):
         self.tester: Callable[[str, Callable[[str], None]], object] | None = None
         # Set by the window: run slow calls in the background, results back on the UI thread.
         self.run_async: Callable[..., object] | None = None
-        self.resize(720, 460)
+        # Room for the tallest page with its wrapped notes: a stacked page does not ask for the
+        # height its word-wrapped labels need, so at 460 pixels the SFTP note overlapped the form.
+        self.resize(780, 580)
         outer = QHBoxLayout(self)
         left = QVBoxLayout()
         self.list = QListWidget()
