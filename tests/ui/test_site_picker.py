@@ -87,3 +87,27 @@ def test_picker_lists_profiles_beside_local_places_and_ssh_hosts_and_a_profile_o
         assert went == ["aws-lab:", "aws-lab:"] and asked == ["AWS profile lab"]
     finally:
         w.shutdown()
+
+
+def test_globus_collections_of_a_logged_in_user_are_listed_from_the_service(  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Against the local fake of the Globus services (``GLOBUS_SDK_SERVICE_URL_*``), as a client
+    credential, which counts as logged in."""
+    from ferry.credentials import globus_auth
+    from globus.fake_globus import FakeGlobusServer
+
+    with FakeGlobusServer() as server:
+        for k, v in server.env(client=True).items():
+            monkeypatch.setenv(k, v)
+        globus_auth.reset_shared_auth()
+        try:
+            mine = server.fake.add_collection(name="Ada's laptop", owner_string="researcher@example.org")
+            other = server.fake.add_collection(name="Beamline archive")
+            places = globus_collections()
+        finally:
+            globus_auth.reset_shared_auth()
+    by_address = {p.address: p for p in places}
+    assert set(by_address) == {f"globus://{mine}/~/", f"globus://{other}/~/"}  # each once
+    assert by_address[f"globus://{mine}/~/"].label == "Ada's laptop"
+    assert all(p.group == "globus" for p in places)
