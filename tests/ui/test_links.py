@@ -4,6 +4,7 @@ else is refused with a sentence, and the desktop file name matches the packaged 
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from PySide6.QtCore import QCoreApplication, QUrl
@@ -78,12 +79,13 @@ def test_a_ferry_link_and_a_macos_open_event_open_the_folder_in_the_window(  # t
     (target / "inside.txt").write_text("x")
     window._set_active(window.left)
     with qtbot.waitSignal(window.left.listed, timeout=20_000):
-        window.open_location(f"ferry://open?url={QUrl.toPercentEncoding(str(target)).data().decode()}")
+        window.open_location(f"ferry://open?url={quote(str(target), safe='')}")
     assert window.left.address is not None and window.left.address.path == str(target)
 
     other = tmp_path / "from finder"
     other.mkdir()
     app = QCoreApplication.instance()
+    assert app is not None
     handler = install_file_open_handler(app, window.open_location)
     try:
         with qtbot.waitSignal(window.left.listed, timeout=20_000):

@@ -72,7 +72,12 @@ def test_picker_lists_profiles_beside_local_places_and_ssh_hosts_and_a_profile_o
 
         monkeypatch.setattr(w, "ask_text", ask)
         went: list[str] = []
-        monkeypatch.setattr(w.left, "navigate", lambda target, **kw: went.append(str(target)) or True)
+
+        def navigate(target: object, **kw: object) -> bool:
+            went.append(str(target))
+            return True
+
+        monkeypatch.setattr(w.left, "navigate", navigate)
         w._set_active(w.left)
         combo.setCurrentIndex(labels.index("AWS profile lab"))
         combo.activated.emit(labels.index("AWS profile lab"))  # as a click on the entry
@@ -89,7 +94,7 @@ def test_picker_lists_profiles_beside_local_places_and_ssh_hosts_and_a_profile_o
         w.shutdown()
 
 
-def test_globus_collections_of_a_logged_in_user_are_listed_from_the_service(  # type: ignore[no-untyped-def]
+def test_globus_collections_of_a_logged_in_user_are_listed_from_the_service(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Against the local fake of the Globus services (``GLOBUS_SDK_SERVICE_URL_*``), as a client
