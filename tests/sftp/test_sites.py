@@ -165,7 +165,9 @@ def site_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 def _login(server: SshServer, remote: Path, site: str, prompter: Recording) -> list[str]:
     prompts.set_prompter(prompter)
-    address = Address(scheme="sftp", host=server.host, user=server.user, port=server.port, path=str(remote), site=site)
+    address = Address(
+        scheme="sftp", host=server.host, user=server.user, port=server.port, path=str(remote), site=site or None
+    )
     backend = sftp_mod.SFTPBackend(address)
     try:
         return sorted(e.name for e in backend.list(str(remote)))
@@ -218,3 +220,32 @@ def test_saved_password_is_never_sent_as_a_one_time_code(
     person = Recording({"verification code": totp})
     assert _login(server, remote, "otp", person) == ["c.txt"]
     assert any("Verification code" in p for p in person.asked)
+
+
+class SavesKey(Recording):
+    """A front end that shows the known_hosts line (the desktop dialog does) and saves it."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+        self.lines: list[str] = []
+
+    def confirm_host_key(self, host: str, key_type: str, fingerprint: str, *, known_hosts_line: str = "") -> str:
+        self.lines.append(known_hosts_line)
+        return "save"
+
+
+def test_host_key_prompt_gets_the_exact_known_hosts_line(sshd: SshServer, site_env: Path) -> None:
+    known = site_env / ".ssh" / "known_hosts"
+    assert not known.exists()
+    shutil.copy(sshd.client_key, site_env / ".ssh" / "id_ed25519")
+    (site_env / ".ssh" / "id_ed25519").chmod(0o600)
+    remote = sshd.mkdir()
+    (remote / "d.txt").write_text("x")
+    person = SavesKey()
+    assert _login(sshd, remote, "", person) == ["d.txt"]
+    assert len(person.lines) == 1
+    line = person.lines[0]
+    assert known.read_text() == line + "\n"  # what was shown is what was saved
+    host, key_type, blob = line.split()
+    assert host == f"[{sshd.host}]:{sshd.port}"
+    assert f"{key_type} {blob}" in sshd.known_hosts.read_text()  # the server's real key

@@ -233,14 +233,13 @@ class _Host:
             raise HostKeyError(
                 f"Unknown host key for {name} ({key.get_name()} {fingerprint}) and StrictHostKeyChecking is yes"
             )
-        answer = prompts.prompter().confirm_host_key(name, key.get_name(), fingerprint)
+        entry = f"{name} {key.get_name()} {key.get_base64()}"  # exactly what "save" appends, shown first
+        answer = prompts.confirm_host_key(name, key.get_name(), fingerprint, known_hosts_line=entry)
         if answer == "save" and t.known_hosts_files:
             path = t.known_hosts_files[0]
-            import os
-
             os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
             with open(path, "a", encoding="utf-8") as f:
-                f.write(f"{name} {key.get_name()} {key.get_base64()}\n")
+                f.write(entry + "\n")
         elif answer != "once" and answer != "save":
             raise HostKeyError(
                 f"Unknown host key for {name} ({key.get_name()} {fingerprint}) was not trusted", action=None
@@ -810,20 +809,33 @@ class _Reader:
     """A remote file opened for reading, borrowing one SFTP channel until closed."""
 
     def __init__(self, host: _Host, path: str, offset: int, length: int | None) -> None:
-        self._cm = host.sftp()
+        self._cm: Any = host.sftp()
         client = self._cm.__enter__()
         try:
             self._f = client.open(_b(path), "rb", bufsize=1 << 20)
-            st = self._f.stat()
+            st, head = _stat_and_first_read(client, self._f, offset, host.request_size)
             if stat_mod.S_ISDIR(st.st_mode or 0):
                 self._f.close()
                 raise IsADirectory(f"Is a folder: {path}")
             size = st.st_size or 0
-            self._f.seek(offset)
             self._f.MAX_REQUEST_SIZE = host.request_size
             want = (size - offset) if length is None else min(length, size - offset)
             self._left = max(0, want)
+            self._head = memoryview(b"")
             self._parallel: ParallelRangeReader | None = None
+            if self._left <= len(head):
+                # A small file arrived whole with the size: close without waiting for the
+                # reply (it is skipped later), one round trip less per file.
+                self._head = memoryview(head)[: self._left]
+                from paramiko.sftp import CMD_CLOSE
+
+                client._async_request(type(None), CMD_CLOSE, self._f.handle)
+                self._f._closed = True
+                self._cm.__exit__(None, None, None)
+                self._cm = None
+                self.path = path
+                return
+            self._f.seek(offset)
             if self._left >= PARALLEL_MIN and PARALLEL_STREAMS > 1:
                 extra = [c for c in (host.borrow_nowait() for _ in range(PARALLEL_STREAMS - 1)) if c is not None]
                 if extra:
@@ -848,6 +860,12 @@ class _Reader:
         if self._left <= 0:
             return 0
         view = memoryview(buf)
+        if len(self._head):
+            n = min(len(view), len(self._head))
+            view[:n] = self._head[:n]
+            self._head = self._head[n:]
+            self._left -= n
+            return n
         try:
             if self._parallel is not None:
                 got = self._parallel.readinto(view[: self._left])
@@ -865,7 +883,7 @@ class _Reader:
         if self._left <= 0:
             return b""
         n = self._left if n < 0 else min(n, self._left)
-        if self._parallel is not None:
+        if self._parallel is not None or len(self._head):
             buf = bytearray(n)
             got = 0
             while got < n:
@@ -879,6 +897,8 @@ class _Reader:
         return data
 
     def close(self) -> None:
+        if self._cm is None:  # a small file, already closed
+            return
         try:
             if self._parallel is not None:
                 self._parallel.close()
@@ -886,12 +906,43 @@ class _Reader:
                 self._f.close()
         finally:
             self._cm.__exit__(None, None, None)
+            self._cm = None
 
     def __enter__(self) -> _Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _stat_and_first_read(client: Any, f: Any, offset: int, size: int) -> tuple[Any, bytes]:
+    """FSTAT and the first READ in flight together: a small file's size and bytes in one round
+    trip. Both replies are read whatever happens (the channel stays in step); a READ error
+    (a folder, say) is left for the caller to judge from the attributes."""
+    from paramiko.sftp import CMD_ATTRS, CMD_DATA, CMD_FSTAT, CMD_READ, int64
+    from paramiko.sftp_attr import SFTPAttributes
+
+    n_stat = client._async_request(type(None), CMD_FSTAT, f.handle)
+    n_read = client._async_request(type(None), CMD_READ, f.handle, int64(offset), int(size))
+    st: Any = None
+    head = b""
+    failure: BaseException | None = None
+    try:
+        t, msg = client._read_response(n_stat)
+        if t != CMD_ATTRS:
+            raise OSError(errno.EIO, "Expected attributes")
+        st = SFTPAttributes._from_msg(msg)  # type: ignore[attr-defined]
+    except Exception as exc:
+        failure = exc
+    try:
+        t, msg = client._read_response(n_read)
+        if t == CMD_DATA:
+            head = msg.get_binary()
+    except Exception:  # EOF (empty file) or EISDIR: the attributes say which
+        pass
+    if failure is not None:
+        raise failure
+    return st, head
 
 
 def _setstat_then(client: Any, path: bytes, mtime: datetime | None, how: str, new: bytes) -> None:
