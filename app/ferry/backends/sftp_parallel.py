@@ -12,6 +12,7 @@ consumer.
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -53,22 +54,49 @@ class ParallelRangeReader:
             t.start()
 
     def _stream(self, k: int, path: bytes, depth: int) -> None:
+        """Keep ``depth`` READs in flight on this channel, across block boundaries (paramiko's
+        readv drains its pipeline at the end of every call and polls with sleeps), and reply
+        parsing happens here, not in a helper thread per block."""
+        from paramiko.sftp import CMD_DATA, CMD_READ, int64
+
         n = len(self._clients)
+        client = self._clients[k]
+        pieces = deque(
+            (i, o, min(REQUEST, off + size - o))
+            for i in range(k, len(self._blocks), n)
+            for off, size in (self._blocks[i],)
+            for o in range(off, off + size, REQUEST)
+        )
+        pending: deque[tuple[int, int, int]] = deque()  # (request id, block, bytes asked)
+        parts: dict[int, list[bytes]] = {}
+        f = None
         try:
-            with self._clients[k].open(path, "rb") as f:
-                f.MAX_REQUEST_SIZE = REQUEST
-                for i in range(k, len(self._blocks), n):
+            f = client.open(path, "rb")
+            while True:
+                while pieces and len(pending) < depth:
+                    i = pieces[0][0]
                     with self._cond:
-                        while not self._stop and i - self._next >= AHEAD * n:
+                        while not self._stop and i - self._next >= AHEAD * n and not pending:
                             self._cond.wait()
                         if self._stop:
                             return
-                    off, size = self._blocks[i]
-                    data = b"".join(f.readv([(off, size)], max_concurrent_prefetch_requests=depth))
-                    if len(data) != size:
-                        raise EOFError(f"short read at {off}: {len(data)} of {size} bytes (file shrank?)")
+                        allowed = i - self._next < AHEAD * n
+                    if not allowed:
+                        break  # receive what is in flight first
+                    i, o, ln = pieces.popleft()
+                    pending.append((client._async_request(type(None), CMD_READ, f.handle, int64(o), ln), i, ln))
+                if not pending:
+                    return
+                num, i, ln = pending.popleft()
+                t, msg = client._read_response(num)
+                data = msg.get_binary() if t == CMD_DATA else b""
+                if len(data) != ln:
+                    raise EOFError(f"short read in block {i}: {len(data)} of {ln} bytes (file shrank?)")
+                parts.setdefault(i, []).append(data)
+                if not any(p[1] == i for p in pending) and not (pieces and pieces[0][0] == i):
+                    block = b"".join(parts.pop(i))
                     with self._cond:
-                        self._ready[i] = data
+                        self._ready[i] = block
                         self._cond.notify_all()
         except BaseException as exc:
             with self._cond:
@@ -76,6 +104,13 @@ class ParallelRangeReader:
                 if self._error is None:
                     self._error = exc
                 self._cond.notify_all()
+        finally:
+            if f is not None:
+                try:
+                    # Replies still in flight are read (and dropped) by close's own wait.
+                    f.close()
+                except Exception:
+                    self._ok[k] = False
 
     def readinto(self, buf: memoryview | bytearray) -> int:
         view = memoryview(buf)
