@@ -62,10 +62,13 @@ def test_unknown_host_key_is_asked_in_a_dialog_and_trust_once_connects(  # type:
     window.left.reload_places()
     assert window.left.site.findText("cluster") >= 0  # ssh_config hosts are in the site picker
     said: list[str] = []
+    lines: list[str] = []
 
     def trust_once(d: QDialog) -> None:
         assert isinstance(d, HostKeyDialog)
         said.append(d.fingerprint_label.text())
+        assert d.line_edit is not None
+        lines.append(d.line_edit.toPlainText())
         d.once.click()
 
     shown = answer_with(window, trust_once)
@@ -73,6 +76,9 @@ def test_unknown_host_key_is_asked_in_a_dialog_and_trust_once_connects(  # type:
         window.left.navigate(f"cluster:{folder}")
     assert len(shown) == 1
     assert any(fp in said[0] for fp in server.host_key_fingerprints.values()), said
+    # The exact known_hosts line "Trust always" would add: one of the server's public keys.
+    published = {" ".join(Path(f"{k}.pub").read_text().split()[:2]) for k in server.host_keys}
+    assert " ".join(lines[0].split()[1:3]) in published, lines
     assert [e.name for e in window.left.model.entries()] == ["hello.txt"], window.left.error_text
     assert empty.read_text() == ""  # "once" never writes known_hosts
 
