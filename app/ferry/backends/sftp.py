@@ -835,22 +835,26 @@ class _Reader:
                 self._cm = None
                 self.path = path
                 return
-            self._f.seek(offset)
-            if self._left >= PARALLEL_MIN and PARALLEL_STREAMS > 1:
+            # The rest streams with READ_DEPTH requests in flight (paramiko's prefetch polls
+            # with sleeps); files of PARALLEL_MIN and more also on spare channels, in parallel.
+            from paramiko.sftp import CMD_CLOSE
+
+            self._head = memoryview(head)
+            start, rest = offset + len(head), self._left - len(head)
+            extra = []
+            if rest >= PARALLEL_MIN and PARALLEL_STREAMS > 1:
                 extra = [c for c in (host.borrow_nowait() for _ in range(PARALLEL_STREAMS - 1)) if c is not None]
-                if extra:
-                    self._f.close()
-                    self._parallel = ParallelRangeReader(
-                        [client, *extra],
-                        _b(path),
-                        offset,
-                        self._left,
-                        lambda c, ok: None if c is client else host._give_back(c, ok),
-                        READ_DEPTH,
-                    )
-            if self._parallel is None and self._left > 1 << 20:
-                # Pipelined read-ahead: many requests in flight instead of one round trip per chunk.
-                self._f.prefetch(offset + self._left, max_concurrent_requests=READ_DEPTH)
+            client._async_request(type(None), CMD_CLOSE, self._f.handle)  # the streams open their own
+            self._f._closed = True
+            self._parallel = ParallelRangeReader(
+                [client, *extra],
+                _b(path),
+                start,
+                rest,
+                lambda c, ok: None if c is client else host._give_back(c, ok),
+                READ_DEPTH,
+                host.request_size,
+            )
         except BaseException as exc:
             self._cm.__exit__(type(exc), exc, None)
             raise _map_error(exc, path) from exc

@@ -35,7 +35,9 @@ class ParallelRangeReader:
         length: int,
         give_back: Callable[[Any, bool], None],
         depth: int,
+        request: int = REQUEST,
     ) -> None:
+        self._request = request  # bytes per READ: 255 KiB to OpenSSH, SFTP's portable 32 KiB elsewhere
         self._clients = clients
         self._give_back = give_back
         self._blocks = [(o, min(BLOCK, offset + length - o)) for o in range(offset, offset + length, BLOCK)]
@@ -62,10 +64,10 @@ class ParallelRangeReader:
         n = len(self._clients)
         client = self._clients[k]
         pieces = deque(
-            (i, o, min(REQUEST, off + size - o))
+            (i, o, min(self._request, off + size - o))
             for i in range(k, len(self._blocks), n)
             for off, size in (self._blocks[i],)
-            for o in range(off, off + size, REQUEST)
+            for o in range(off, off + size, self._request)
         )
         pending: deque[tuple[int, int, int]] = deque()  # (request id, block, bytes asked)
         parts: dict[int, list[bytes]] = {}
