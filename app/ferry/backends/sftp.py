@@ -1023,7 +1023,7 @@ class SFTPWriter(Writer):
                     # Shown in the file's record (the copy path adds it to "sha256 match").
                     self.verified_note = (
                         f"resumed after {self.offset} bytes already on the server; that prefix was checked "
-                        f"by the remote {readback} of the whole file"
+                        f"by the {readback} of the whole file as the server holds it"
                     )
             self._f.set_pipelined(True)  # no round trip per write: replies are checked at close
             self._f.MAX_REQUEST_SIZE = backend._host.request_size
