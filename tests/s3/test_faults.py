@@ -70,6 +70,45 @@ def test_slowdown_that_never_ends_is_a_transient_error(
         backend.close()
 
 
+def test_server_that_never_answers_is_retried_not_waited_on(
+    server: S3Server, bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The hang seen under load: a request the server accepted and never answered. A short read
+    # timeout turns it into a retry on a fresh connection, and the transfer goes on.
+    monkeypatch.setenv("FERRY_S3_READ_TIMEOUT", "1")
+    # The proxy sees a request start only on a new connection: a fresh backend (fresh pool) each.
+    proxy.stall(1)
+    backend = make_backend(server, bucket, proxy.endpoint)
+    try:
+        _upload(backend, "stalled.txt", b"still arrives")
+        assert proxy.stalls_done == 1
+    finally:
+        backend.close()
+    proxy.stall(1)
+    backend = make_backend(server, bucket, proxy.endpoint)
+    try:
+        with backend.open_read("stalled.txt") as f:
+            assert f.read() == b"still arrives"
+        assert proxy.stalls_done == 2
+    finally:
+        backend.close()
+
+
+def test_server_that_never_answers_at_all_is_a_clear_transient_error(
+    server: S3Server, bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_S3_READ_TIMEOUT", "1")
+    monkeypatch.setenv("FERRY_S3_MAX_ATTEMPTS", "2")
+    backend = make_backend(server, bucket, proxy.endpoint)
+    proxy.stall(100)
+    try:
+        with pytest.raises(Transient, match="did not answer within 1 s"):
+            backend.stat("anything")
+        assert proxy.stalls_done >= 2  # every attempt was swallowed, then a clear error (the queue retries later)
+    finally:
+        backend.close()
+
+
 def test_unreachable_endpoint_is_transient(server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from s3.servers import free_port
 

@@ -466,6 +466,8 @@ class S3Backend(Backend):
         err = self._err(exc, what)
         if isinstance(err, NotFound) and key:
             return err  # a missing key in an existing bucket is the common case: no extra request
+        if err.kind == "transient":
+            return err  # a server that is down or stuck would only stall the explaining request too
         try:
             self.client.list_objects_v2(Bucket=self.bucket, Prefix=key, MaxKeys=1)
         except Exception as exc2:

@@ -106,6 +106,11 @@ def settings_for(address: Address) -> S3Settings:
     )
 
 
+def read_timeout() -> float:
+    """Seconds to wait for any byte of an answer (60 s, as the AWS CLI; FERRY_S3_READ_TIMEOUT)."""
+    return float(os.environ.get("FERRY_S3_READ_TIMEOUT", "60"))
+
+
 def _is_aws(endpoint: str | None) -> bool:
     host = urlsplit(endpoint or "").hostname or ""
     return host.endswith((".amazonaws.com", ".amazonaws.com.cn")) or not host
@@ -145,12 +150,14 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
             signature_version="s3v4",
             retries={"mode": "standard", "max_attempts": int(os.environ.get("FERRY_S3_MAX_ATTEMPTS", "8"))},
             max_pool_connections=pool_size,
-            connect_timeout=15,
+            connect_timeout=10,
             # We send Content-MD5 (and SHA-256 where it is the stream hash) ourselves: botocore's
             # default CRC32 on every body would be a third hash over the same bytes.
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
-            read_timeout=float(os.environ.get("FERRY_S3_READ_TIMEOUT", "120")),
+            # A server that accepts a request and never answers must cost a bounded wait, then a
+            # retry on a fresh connection (botocore retries ReadTimeoutError), never a hang.
+            read_timeout=read_timeout(),
             tcp_keepalive=True,
             s3=s3cfg or None,  # type: ignore[arg-type]
         )
@@ -209,7 +216,13 @@ def map_error(exc: BaseException, what: str, *, bucket: str = "") -> FerryError:
         return UsageError(str(exc), detail)
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError)):
         return Transient(f"Cannot reach the S3 service while {what}: is the endpoint right and up?", detail)
-    if isinstance(exc, (bx.ConnectionClosedError, bx.ReadTimeoutError, bx.ResponseStreamingError, bx.HTTPClientError)):
+    if isinstance(exc, bx.ReadTimeoutError):
+        return Transient(
+            f"The S3 server did not answer within {read_timeout():g} s while {what}, on any attempt; "
+            "it may be overloaded or stuck (FERRY_S3_READ_TIMEOUT sets the wait)",
+            detail,
+        )
+    if isinstance(exc, (bx.ConnectionClosedError, bx.ResponseStreamingError, bx.HTTPClientError)):
         return Transient(f"The S3 connection dropped while {what}", detail)
     if isinstance(exc, bx.ParamValidationError):
         return UsageError(f"Invalid S3 request while {what}: {exc}", detail)
