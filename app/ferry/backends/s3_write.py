@@ -357,6 +357,11 @@ class S3Writer(Writer):
             self._note = f"{self._note}; {resumed}" if self._note else resumed
 
     @property
+    def part_count(self) -> int:
+        """How many parts the object was sent in (1 for a single PUT)."""
+        return len(self._parts) if self._multipart else 1
+
+    @property
     def verified_note(self) -> str:
         """What the server itself confirmed, recorded with the task's verification result."""
         return self._note
