@@ -527,7 +527,7 @@ def test_presigned_download_link_serves_the_bytes(site: Site) -> None:
     # anyone can fetch (no credentials, no SDK) and that serves exactly the object's bytes.
     import urllib.request
 
-    from ferry.sharing.base import ShareRequest, Sharer
+    from ferry.sharing.base import Sharer, ShareRequest
 
     b = site.backend
     if not b.capabilities.presign:
@@ -537,7 +537,7 @@ def test_presigned_download_link_serves_the_bytes(site: Site) -> None:
     put(site, site.path("shared.bin"), data)
     link = b.share(site.path("shared.bin"), ShareRequest(expires=timedelta(minutes=5)))
     assert link.kind == "download" and link.url.startswith(("http://", "https://"))
-    with urllib.request.urlopen(link.url, timeout=30) as resp:  # noqa: S310 (the link's own URL)
+    with urllib.request.urlopen(link.url, timeout=30) as resp:
         assert resp.read() == data
 
 
