@@ -56,6 +56,10 @@ from ferry.sharing.base import Link, ShareRequest
 MAX_PRESIGN = timedelta(days=7)  # SigV4's limit on X-Amz-Expires
 DEFAULT_PRESIGN = timedelta(hours=1)
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
+# How long a prefix seen empty answers "not found" for the keys under it without a request. The
+# answer only steers the conflict policy (skip/rename); the no-overwrite guarantee itself is the
+# commit's If-None-Match or its HEAD just before the PUT, which are always sent.
+ABSENT_TTL = 30.0
 READ_RANGE = 16 << 20  # bytes per ranged GET when downloading a large object in parallel
 ARCHIVE_CLASSES = ("GLACIER", "DEEP_ARCHIVE")
 REVOKE_NOTE = (
@@ -226,6 +230,8 @@ class S3Backend(Backend):
         self._executor: ThreadPoolExecutor | None = None
         self._conditional: bool | None = None  # does the store honour If-None-Match? (probed once)
         self._markers: bool | None = None  # does the store keep "prefix/" folder markers? (probed once)
+        self._absent: dict[str, float] = {}  # "a/b/" -> when it was seen holding no key at all
+        self._touched: set[str] = set()  # keys written through this backend, and their "a/", "a/b/"
         self._workers = workers
         # Restore waits: tests shorten these through the environment.
         self.restore_poll = float(os.environ.get("FERRY_S3_RESTORE_POLL", "300"))
@@ -241,6 +247,33 @@ class S3Backend(Backend):
                     # Scheduler workers + our part/range threads, so no request waits for a socket.
                     self._client = make_client(self._session, self.settings, pool_size=64 + self._workers)
         return self._client
+
+    # -- what this backend knows without asking: a new folder's keys do not exist yet --
+    def _known_absent(self, key: str) -> bool:
+        k = key.rstrip("/")
+        if not self._absent or k in self._touched or k + "/" in self._touched:
+            return False
+        now = time.monotonic()
+        p = k
+        while "/" in p:
+            p = p.rsplit("/", 1)[0]
+            seen = self._absent.get(p + "/")
+            if seen is not None and now - seen < ABSENT_TTL:
+                return True
+        return False
+
+    def _note_absent(self, key: str) -> None:
+        if len(self._absent) > 10_000:
+            self._absent.clear()
+        self._absent[key.rstrip("/") + "/"] = time.monotonic()
+
+    def note_written(self, key: str) -> None:
+        """``key`` now exists (we wrote it): never answer "not found" for it or its folders."""
+        parts = key.split("/")
+        with self._lock:
+            self._touched.add(key)
+            for i in range(1, len(parts)):
+                self._touched.add("/".join(parts[:i]) + "/")
 
     def use_part_size(self, size: int) -> int:
         """Upload parts of ``size`` bytes from now on (at least S3's 5 MiB floor); the size used.
@@ -422,6 +455,10 @@ class S3Backend(Backend):
             except Exception as exc:
                 raise self._explain(exc, self.display(""), "") from exc
             return Entry(path="", name=self.bucket, kind=Kind.DIR)
+        if self._known_absent(key):
+            # A parent prefix held no key moments ago and we wrote nothing here since: the
+            # destination of a fresh upload costs no HEAD and no listing.
+            raise NotFound(f"No such file or folder: {self.display(key)}")
         seen: dict[str, str] = {}
         if not key.endswith("/"):
             try:
@@ -436,7 +473,20 @@ class S3Backend(Backend):
                 return self._head_entry(key, head, seen)
         if self._prefix_exists(key.rstrip("/") + "/"):
             return self._named(key.rstrip("/"), posixpath.basename(key.rstrip("/")), Kind.DIR, seen)
+        self._note_absent(key)
         raise NotFound(f"No such file or folder: {self.display(key)}")
+
+    def object_exists(self, key: str) -> bool:
+        """One HEAD: is there an object under exactly ``key``? (The commit's no-overwrite check on
+        stores that ignore If-None-Match; folders were the destination stat's business.)"""
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            err = self._err(exc, self.display(key))
+            if isinstance(err, NotFound):
+                return False
+            raise err from exc
+        return True
 
     def _head_entry(self, key: str, head: Mapping[str, Any], seen: dict[str, str]) -> Entry:
         meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
@@ -614,6 +664,7 @@ class S3Backend(Backend):
         """Server-side copy; above 5 GiB (CopyObject's limit) as a multipart copy."""
         source = {"Bucket": self.bucket, "Key": src_key}
         what = f"copying {self.display(src_key)} to {self.display(dst_key)}"
+        self.note_written(dst_key)  # before: a failed copy may still have landed
         if size <= MAX_SINGLE_COPY:
             self._call(what, self.client.copy_object, Key=dst_key, CopySource=source)
             return
@@ -663,6 +714,7 @@ class S3Backend(Backend):
             raise AlreadyExists(f"Already exists: {self.display(key)}")
         if not self._keeps_markers():
             return  # this store keeps no folder markers: a folder exists once something is in it
+        self.note_written(key + "/")
         try:
             self._call(f"creating folder {self.display(key)}", self.client.put_object, Key=key + "/", Body=b"")
         except FerryError:

@@ -276,6 +276,7 @@ class S3Writer(Writer):
             raise ValueError("commit of a committed or aborted writer")
         cond: dict[str, Any] = {} if overwrite else {"IfNoneMatch": "*"}
         what = self._b.display(self.final_path)
+        self._b.note_written(self.final_path)  # before the request: a timed-out PUT may have landed
         try:
             if self._copy_source is not None:
                 if not overwrite and self._b.exists(self.final_path):
@@ -283,7 +284,7 @@ class S3Writer(Writer):
                 self._b.copy_object(self._copy_source[0], self.final_path, self._copy_source[1])
                 self._note = "server-side copy"
             else:
-                if not overwrite and not self._b.conditional_writes() and self._b.exists(self.final_path):
+                if not overwrite and not self._b.conditional_writes() and self._b.object_exists(self.final_path):
                     # If-None-Match is sent too, but not every S3-compatible store honours it.
                     raise AlreadyExists(f"Already exists: {what}")
                 if self._multipart:

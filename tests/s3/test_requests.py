@@ -1,0 +1,69 @@
+"""Requests per small file: what the engine's calls for one file cost on the wire.
+
+Counted with botocore's own ``before-send`` event, so every request (retries included) counts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ferry.backends.s3 import S3Backend
+from ferry.core.errors import AlreadyExists, NotFound
+from s3.servers import S3Server
+
+
+class _Count:
+    def __init__(self, backend: S3Backend) -> None:
+        self.calls: list[str] = []
+        backend.client.meta.events.register("before-send.s3", self._seen)
+
+    def _seen(self, request: Any, **_: Any) -> None:
+        self.calls.append(f"{request.method} {request.url.split('?')[0].rsplit('/', 1)[-1]}")
+
+    def take(self) -> list[str]:
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def _copy_in(backend: S3Backend, key: str, data: bytes) -> None:
+    """What transfers/copy.py does for one small file: stat the destination, write, commit."""
+    with pytest.raises(NotFound):
+        backend.stat(key)
+    w = backend.open_write(key, size=len(data), token="1", readback="sha256")
+    w.write(data)
+    w.finish()
+    w.commit(overwrite=False)
+
+
+def test_small_uploads_into_a_new_folder_cost_one_put_each(server: S3Server, backend: S3Backend) -> None:
+    count = _Count(backend)
+    backend.conditional_writes()  # probed once per backend, not per file
+    with pytest.raises(NotFound):
+        backend.stat("new/folder")  # the folder's own task: HEAD + listing, once
+    count.take()
+    for i in range(3):
+        _copy_in(backend, f"new/folder/f{i}.txt", b"x" * 100)
+    calls = count.take()
+    if backend.conditional_writes():  # moto, AWS: If-None-Match guards the PUT itself
+        assert calls == ["PUT f0.txt", "PUT f1.txt", "PUT f2.txt"]
+    else:  # rclone ignores If-None-Match: one HEAD just before each PUT keeps the guarantee
+        assert calls == ["HEAD f0.txt", "PUT f0.txt", "HEAD f1.txt", "PUT f1.txt", "HEAD f2.txt", "PUT f2.txt"]
+    # What we wrote is known to exist: stat asks the server again.
+    assert backend.stat("new/folder/f1.txt").size == 100
+    assert backend.stat("new/folder").is_dir
+
+
+def test_a_key_written_meanwhile_by_someone_else_is_never_overwritten(server: S3Server, backend: S3Backend) -> None:
+    with pytest.raises(NotFound):
+        backend.stat("fresh")
+    server.client().put_object(Bucket=backend.bucket, Key="fresh/theirs.txt", Body=b"theirs")
+    w = backend.open_write("fresh/theirs.txt", size=4, token="1")
+    w.write(b"ours")
+    w.finish()
+    with pytest.raises(AlreadyExists):
+        w.commit(overwrite=False)  # the stat said "absent" from memory; the commit still checks
+    w.abort()
+    got = server.client().get_object(Bucket=backend.bucket, Key="fresh/theirs.txt")["Body"].read()
+    assert got == b"theirs"
