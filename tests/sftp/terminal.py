@@ -42,7 +42,7 @@ def run_on_terminal(
     """Run ``ferry ARGS``; whenever the output ends with a prompt containing one of ``answers``'
     keys, type that answer. Output is collected until the process exits."""
     env = ferry_env(home, extra_env)
-    argv = [*FERRY, *map(os.fspath, args)]
+    argv = [*FERRY, *(str(os.fspath(a)) for a in args)]
     pid, fd = pty.fork()
     if pid == 0:  # the child: never returns
         try:
