@@ -67,3 +67,39 @@ def test_a_key_written_meanwhile_by_someone_else_is_never_overwritten(server: S3
     w.abort()
     got = server.client().get_object(Bucket=backend.bucket, Key="fresh/theirs.txt")["Body"].read()
     assert got == b"theirs"
+
+
+def test_small_download_is_one_get(server: S3Server, backend: S3Backend) -> None:
+    server.client().put_object(Bucket=backend.bucket, Key="d/small.bin", Body=b"s" * 5000, Metadata={"k": "v"})
+    count = _Count(backend)
+    entry = backend.stat("d/small.bin")  # what the copy does first: size, ETag, metadata
+    assert entry.size == 5000 and entry.meta["etag"]
+    with backend.open_read("d/small.bin") as f:
+        assert f.read() == b"s" * 5000
+    assert count.take() == ["GET small.bin"]
+    with backend.open_read("d/small.bin", 10, 5) as f:  # a second read asks the server again
+        assert f.read() == b"sssss"
+    assert count.take() == ["GET small.bin"]
+
+
+def test_stat_of_a_large_object_then_a_full_read(server: S3Server, backend: S3Backend) -> None:
+    import os
+
+    data = os.urandom(300 * 1024)  # more than stat's first GET carries
+    server.client().put_object(Bucket=backend.bucket, Key="big.bin", Body=data)
+    assert backend.stat("big.bin").size == len(data)
+    with backend.open_read("big.bin") as f:
+        assert f.read() == data
+
+
+def test_empty_and_rewritten_objects_are_not_read_from_memory(server: S3Server, backend: S3Backend) -> None:
+    server.client().put_object(Bucket=backend.bucket, Key="e", Body=b"")
+    assert backend.stat("e").size == 0
+    server.client().put_object(Bucket=backend.bucket, Key="r", Body=b"old")
+    assert backend.stat("r").size == 3
+    w = backend.open_write("r", size=3, token="1")
+    w.write(b"new")
+    w.finish()
+    w.commit(overwrite=True)
+    with backend.open_read("r") as f:
+        assert f.read() == b"new"

@@ -60,6 +60,11 @@ DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 # answer only steers the conflict policy (skip/rename); the no-overwrite guarantee itself is the
 # commit's If-None-Match or its HEAD just before the PUT, which are always sent.
 ABSENT_TTL = 30.0
+# stat() asks with a GET of the first bytes instead of a HEAD: the same headers (size, ETag,
+# metadata), and a small object's whole body, kept briefly for the open_read that follows (a small
+# download is then one request, not HEAD + GET). Larger objects cost this many bytes more per stat.
+STAT_GET = 256 << 10
+BODY_TTL = 30.0
 READ_RANGE = 16 << 20  # bytes per ranged GET when downloading a large object in parallel
 ARCHIVE_CLASSES = ("GLACIER", "DEEP_ARCHIVE")
 REVOKE_NOTE = (
@@ -232,6 +237,7 @@ class S3Backend(Backend):
         self._markers: bool | None = None  # does the store keep "prefix/" folder markers? (probed once)
         self._absent: dict[str, float] = {}  # "a/b/" -> when it was seen holding no key at all
         self._touched: set[str] = set()  # keys written through this backend, and their "a/", "a/b/"
+        self._bodies: dict[str, tuple[float, bytes]] = {}  # small objects read whole by stat()
         self._workers = workers
         # Restore waits: tests shorten these through the environment.
         self.restore_poll = float(os.environ.get("FERRY_S3_RESTORE_POLL", "300"))
@@ -270,6 +276,7 @@ class S3Backend(Backend):
     def note_written(self, key: str) -> None:
         """``key`` now exists (we wrote it): never answer "not found" for it or its folders."""
         parts = key.split("/")
+        self._bodies.pop(key, None)
         with self._lock:
             self._touched.add(key)
             for i in range(1, len(parts)):
@@ -462,7 +469,7 @@ class S3Backend(Backend):
         seen: dict[str, str] = {}
         if not key.endswith("/"):
             try:
-                head = self.client.head_object(Bucket=self.bucket, Key=key)
+                head = self._head_by_get(key)
             except Exception as exc:
                 err = self._explain(exc, self.display(key), key)
                 if not isinstance(err, NotFound):
@@ -475,6 +482,35 @@ class S3Backend(Backend):
             return self._named(key.rstrip("/"), posixpath.basename(key.rstrip("/")), Kind.DIR, seen)
         self._note_absent(key)
         raise NotFound(f"No such file or folder: {self.display(key)}")
+
+    def _head_by_get(self, key: str) -> Mapping[str, Any]:
+        """HeadObject's answer, from a GET of the first STAT_GET bytes where the store allows."""
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{STAT_GET - 1}")
+        except Exception as exc:
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "NoSuchBucket", "404", "NotFound"):
+                raise
+            # An empty object (416 InvalidRange), an archived one (InvalidObjectState: HEAD shows
+            # its restore state) or anything else: HEAD as before.
+            head: Mapping[str, Any] = self.client.head_object(Bucket=self.bucket, Key=key)
+            return head
+        try:
+            body: bytes = resp["Body"].read()
+        except Exception as exc:
+            raise self._err(exc, f"reading {self.display(key)}") from exc
+        total = _total_size(resp.get("ContentRange"), 0, len(body))
+        if total == len(body):
+            if len(self._bodies) > 256:
+                self._bodies.clear()  # stats nobody read from: never hold more than ~64 MiB
+            self._bodies[key] = (time.monotonic(), body)
+        return {**resp, "ContentLength": total}
+
+    def _take_body(self, key: str) -> bytes | None:
+        got = self._bodies.pop(key, None)
+        if got is None or time.monotonic() - got[0] > BODY_TTL:
+            return None
+        return got[1]
 
     def object_exists(self, key: str) -> bool:
         """One HEAD: is there an object under exactly ``key``? (The commit's no-overwrite check on
@@ -562,6 +598,10 @@ class S3Backend(Backend):
             raise UsageError(f"Negative offset or length reading {self.display(key)}")
         if length == 0:
             return io.BytesIO(b"")
+        cached = self._take_body(key)
+        if cached is not None:
+            # The whole object came with stat() moments ago (the copy stats its source first).
+            return io.BytesIO(cached[offset : None if length is None else offset + length])
         # The first request asks for at most one range: a small object arrives in one GET, and the
         # Content-Range of the answer gives a large one's size for the parallel ranges.
         first_end = offset + (min(length, READ_RANGE) if length is not None else READ_RANGE)
@@ -796,6 +836,8 @@ class S3Backend(Backend):
             nonlocal count
             if not batch:
                 return
+            for k in batch:
+                self._bodies.pop(k, None)  # a deleted object must not be read from memory
             resp = self._call(
                 f"deleting {len(batch)} objects",
                 self.client.delete_objects,
