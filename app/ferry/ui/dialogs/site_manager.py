@@ -126,10 +126,10 @@ class SiteManagerDialog(QDialog):
         f.addRow("Jump host:", self.jump)
         f.addRow("Folder:", self.sftp_path)
         f.addRow("Password:", self.password)
-        # Said plainly until the SFTP backend reads these site options (it follows ssh_config).
+        # How these combine with ssh_config, which the backend also follows (like ssh -i / -J / -l / -p).
         sftp_note = QLabel(
-            "SFTP connections follow your ssh_config: a key file or jump host set here is saved with the "
-            "site, but is only used once it is also in ~/.ssh/config (Import fills this form from there)."
+            "Your ~/.ssh/config still applies; a key file or jump host set here takes precedence, as "
+            "ssh -i / -J would. A saved password only answers a password prompt, never a one-time code."
         )
         sftp_note.setWordWrap(True)
         sftp_note.setObjectName("sftpNote")
