@@ -87,9 +87,11 @@ def test_stat_of_a_large_object_then_a_full_read(server: S3Server, backend: S3Ba
 
     data = os.urandom(300 * 1024)  # more than stat's first GET carries
     server.client().put_object(Bucket=backend.bucket, Key="big.bin", Body=data)
+    count = _Count(backend)
     assert backend.stat("big.bin").size == len(data)
     with backend.open_read("big.bin") as f:
         assert f.read() == data
+    assert count.take() == ["GET big.bin", "GET big.bin"]  # the second asks only for the rest
 
 
 def test_empty_and_rewritten_objects_are_not_read_from_memory(server: S3Server, backend: S3Backend) -> None:

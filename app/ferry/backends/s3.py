@@ -237,7 +237,7 @@ class S3Backend(Backend):
         self._markers: bool | None = None  # does the store keep "prefix/" folder markers? (probed once)
         self._absent: dict[str, float] = {}  # "a/b/" -> when it was seen holding no key at all
         self._touched: set[str] = set()  # keys written through this backend, and their "a/", "a/b/"
-        self._bodies: dict[str, tuple[float, bytes]] = {}  # small objects read whole by stat()
+        self._bodies: dict[str, tuple[float, bytes, int]] = {}  # stat()'s first bytes, and the size
         self._workers = workers
         # Restore waits: tests shorten these through the environment.
         self.restore_poll = float(os.environ.get("FERRY_S3_RESTORE_POLL", "300"))
@@ -500,17 +500,16 @@ class S3Backend(Backend):
         except Exception as exc:
             raise self._err(exc, f"reading {self.display(key)}") from exc
         total = _total_size(resp.get("ContentRange"), 0, len(body))
-        if total == len(body):
-            if len(self._bodies) > 256:
-                self._bodies.clear()  # stats nobody read from: never hold more than ~64 MiB
-            self._bodies[key] = (time.monotonic(), body)
+        if len(self._bodies) > 256:
+            self._bodies.clear()  # stats nobody read from: never hold more than ~64 MiB
+        self._bodies[key] = (time.monotonic(), body, total)
         return {**resp, "ContentLength": total}
 
-    def _take_body(self, key: str) -> bytes | None:
+    def _take_body(self, key: str) -> tuple[bytes, int] | None:
         got = self._bodies.pop(key, None)
         if got is None or time.monotonic() - got[0] > BODY_TTL:
             return None
-        return got[1]
+        return got[1], got[2]
 
     def object_exists(self, key: str) -> bool:
         """One HEAD: is there an object under exactly ``key``? (The commit's no-overwrite check on
@@ -600,8 +599,14 @@ class S3Backend(Backend):
             return io.BytesIO(b"")
         cached = self._take_body(key)
         if cached is not None:
-            # The whole object came with stat() moments ago (the copy stats its source first).
-            return io.BytesIO(cached[offset : None if length is None else offset + length])
+            first, total = cached
+            if len(first) == total:
+                # The whole object came with stat() moments ago (the copy stats its source first).
+                return io.BytesIO(first[offset : None if length is None else offset + length])
+            if offset == 0 and length is None and first:
+                # Its first bytes did: ask only for the rest.
+                rest = self.open_read(path, len(first))
+                return _BodyReader(rest, first)  # type: ignore[return-value]
         # The first request asks for at most one range: a small object arrives in one GET, and the
         # Content-Range of the answer gives a large one's size for the parallel ranges.
         first_end = offset + (min(length, READ_RANGE) if length is not None else READ_RANGE)
