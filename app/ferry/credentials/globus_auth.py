@@ -46,9 +46,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Ferry's registered native-app client id; FERRY_GLOBUS_NATIVE_CLIENT_ID overrides it (a site's own
-# registration, or a test).
+# PLACEHOLDER, not a registered id: Ferry has not yet been registered as a native app at
+# app.globus.org (it cannot be done from the development machines, which have no internet).
+# Until it is, personal login against the real service needs FERRY_GLOBUS_NATIVE_CLIENT_ID (a
+# site's or user's own "thick client" registration); GLOBUS_CLIENT_ID/SECRET need neither.
 NATIVE_CLIENT_ID = "7d1c6f52-2f0e-4e84-9b3c-5a3c1e0f0f3a"
+_warned_placeholder = False
 
 TRANSFER_RS = "transfer.api.globus.org"
 AUTH_RS = "auth.globus.org"
@@ -240,7 +243,21 @@ class GlobusAuth:
     # -- pieces --
     @property
     def native_client_id(self) -> str:
-        return os.environ.get("FERRY_GLOBUS_NATIVE_CLIENT_ID") or NATIVE_CLIENT_ID
+        global _warned_placeholder
+        own = os.environ.get("FERRY_GLOBUS_NATIVE_CLIENT_ID")
+        if own:
+            return own
+        talking_to_globus = not os.environ.get("GLOBUS_SDK_SERVICE_URL_AUTH") and os.environ.get(
+            "GLOBUS_SDK_ENVIRONMENT", "production"
+        ) in ("", "production")
+        if talking_to_globus and not _warned_placeholder:
+            _warned_placeholder = True
+            log.warning(
+                "this build of Ferry has no registered Globus app id yet, so Globus will refuse the login; "
+                "register a native app at https://app.globus.org/settings/developers and set "
+                "FERRY_GLOBUS_NATIVE_CLIENT_ID to its client id (or use GLOBUS_CLIENT_ID/GLOBUS_CLIENT_SECRET)"
+            )
+        return NATIVE_CLIENT_ID
 
     def login_client(self) -> globus_sdk.AuthLoginClient:
         import globus_sdk
