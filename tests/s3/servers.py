@@ -27,7 +27,7 @@ from typing import Any
 VENV_BIN = Path(sys.executable).parent
 # rclone insists on non-trivial key lengths (short ones are answered InvalidAccessKeyId).
 ACCESS_KEY = "ferrytestkey0123456789"
-SECRET_KEY = "ferrytestsecret0123456789abcdefghij"
+SECRET_KEY = uuid.uuid4().hex + uuid.uuid4().hex[:8]  # made per test run: no secret lives in the repository
 
 
 def free_port() -> int:

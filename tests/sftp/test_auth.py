@@ -24,7 +24,8 @@ from sshd import KEY_PASSPHRASE, SshServer
 
 AS_ROOT = os.geteuid() == 0
 root_only = pytest.mark.skipif(not AS_ROOT, reason="password/PAM logins need a root-run sshd (CI runs as root)")
-TOTP_SECRET = "JBSWY3DPEHPK3PXPJBSWY3DPEHPK3PXP"  # base32, as google-authenticator writes it
+# Made per test run (base32, as google-authenticator writes it): no secret lives in the repository.
+TOTP_SECRET = base64.b32encode(os.urandom(20)).decode()
 
 
 def totp(secret: str = TOTP_SECRET, when: float | None = None) -> str:
