@@ -243,21 +243,22 @@ class GlobusAuth:
     # -- pieces --
     @property
     def native_client_id(self) -> str:
+        return os.environ.get("FERRY_GLOBUS_NATIVE_CLIENT_ID") or NATIVE_CLIENT_ID
+
+    def _warn_if_placeholder_id(self) -> None:
+        """Before a person's login that the real service would refuse: say why, once."""
         global _warned_placeholder
-        own = os.environ.get("FERRY_GLOBUS_NATIVE_CLIENT_ID")
-        if own:
-            return own
-        talking_to_globus = not os.environ.get("GLOBUS_SDK_SERVICE_URL_AUTH") and os.environ.get(
-            "GLOBUS_SDK_ENVIRONMENT", "production"
-        ) in ("", "production")
-        if talking_to_globus and not _warned_placeholder:
-            _warned_placeholder = True
-            log.warning(
-                "this build of Ferry has no registered Globus app id yet, so Globus will refuse the login; "
-                "register a native app at https://app.globus.org/settings/developers and set "
-                "FERRY_GLOBUS_NATIVE_CLIENT_ID to its client id (or use GLOBUS_CLIENT_ID/GLOBUS_CLIENT_SECRET)"
-            )
-        return NATIVE_CLIENT_ID
+        if self.confidential or self.native_client_id != NATIVE_CLIENT_ID or _warned_placeholder:
+            return
+        environment = os.environ.get("GLOBUS_SDK_ENVIRONMENT", "production")
+        if os.environ.get("GLOBUS_SDK_SERVICE_URL_AUTH") or environment not in ("", "production"):
+            return  # a test or sandbox service, which accepts any client id
+        _warned_placeholder = True
+        log.warning(
+            "this build of Ferry has no registered Globus app id yet, so Globus will refuse the login; "
+            "register a native app at https://app.globus.org/settings/developers and set "
+            "FERRY_GLOBUS_NATIVE_CLIENT_ID to its client id (or use GLOBUS_CLIENT_ID/GLOBUS_CLIENT_SECRET)"
+        )
 
     def login_client(self) -> globus_sdk.AuthLoginClient:
         import globus_sdk
@@ -398,6 +399,7 @@ class GlobusAuth:
         from globus_sdk import GlobusAPIError, NetworkError
 
         extra = list(extra_scopes)
+        self._warn_if_placeholder_id()
         try:
             if self.confidential:
                 with self._lock:
