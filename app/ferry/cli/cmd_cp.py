@@ -57,12 +57,7 @@ def run(args: argparse.Namespace) -> int:
     runner.listener = tc.CliListener(output)
     if options.on_conflict == "ask" and tc.can_ask():
         runner.ask = tc.TerminalAsk(output)
-    tc.install_stop_handlers(runner)
-    output.start()
-    try:
-        summary = runner.run()
-    finally:
-        output.stop()
+    summary = tc.run_in_foreground(runner, output)
     state = summary.jobs.get(job_id, store.job(job_id).state)
     snap = runner.accounting.snapshot()
     job = store.job(job_id)

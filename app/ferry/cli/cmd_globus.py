@@ -346,12 +346,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     runner = Runner(store, RunConfig(job_ids=[job_id], parallel=1), pool=pool)
     output = tc.Output(runner.accounting, as_json=args.json)
     runner.listener = _GlobusListener(output)
-    tc.install_stop_handlers(runner)
-    output.start()
-    try:
-        summary = runner.run()
-    finally:
-        output.stop()
+    summary = tc.run_in_foreground(runner, output)
     state = summary.jobs.get(job_id, store.job(job_id).state)
     job = store.job(job_id)
     code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED

@@ -402,12 +402,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     output = tc.Output(runner.accounting, as_json=args.json)
     listener = tc.CliListener(output)
     runner.listener = listener
-    tc.install_stop_handlers(runner)
-    output.start()
-    try:
-        summary = runner.run()
-    finally:
-        output.stop()
+    summary = tc.run_in_foreground(runner, output)
     snap = runner.accounting.snapshot()
     states = summary.jobs
     ok = all(s == "done" for s in states.values())

@@ -25,7 +25,7 @@ from ferry.core.units import format_duration, format_rate, format_size, parse_si
 from ferry.transfers.copy import Conflict
 from ferry.transfers.options import CONFLICT_HELP, CONFLICT_POLICIES, JobOptions
 from ferry.transfers.planner import Root, resolve_roots
-from ferry.transfers.scheduler import Runner
+from ferry.transfers.scheduler import Runner, RunSummary
 from ferry.transfers.store import NewTask, Store, Task, TaskResult
 
 
@@ -384,6 +384,16 @@ def install_stop_handlers(runner: Runner) -> None:
     signal.signal(signal.SIGINT, handler)
     if hasattr(signal, "SIGTERM"):
         signal.signal(signal.SIGTERM, handler)
+
+
+def run_in_foreground(runner: Runner, output: Output) -> RunSummary:
+    """Run in this process with the live progress line; Ctrl+C/SIGTERM stop it cleanly."""
+    install_stop_handlers(runner)
+    output.start()
+    try:
+        return runner.run()
+    finally:
+        output.stop()
 
 
 # ---------------------------------------------------------------- manifests
