@@ -60,9 +60,11 @@ def test_pausing_a_running_job_keeps_its_partial_file_and_resume_finishes_it(
     qtbot, window: MainWindow, tmp_path: Path
 ) -> None:  # type: ignore[no-untyped-def]
     big = tmp_path / "big.bin"
-    big.write_bytes(os.urandom(3 * 1024 * 1024))
+    big.write_bytes(os.urandom(8 * 1024 * 1024))
     fill_memory("slowdst", "/in", 0)
-    window.transfer_settings.bwlimit = "512K"  # about 6 s for the file: time to pause it
+    # About 32 s for the file at this limit: room to pause it even on a loaded CI machine, where
+    # the window may take seconds to show the job running. The limit is lifted for the resume.
+    window.transfer_settings.bwlimit = "256K"
     with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
         window.queue_transfer([str(big)], "memory://slowdst/in/")
     job_id = created.args[0]
@@ -75,9 +77,10 @@ def test_pausing_a_running_job_keeps_its_partial_file_and_resume_finishes_it(
     backend = MemoryBackend(parse_address("memory://slowdst/"))
     assert not backend.exists("/in/big.bin")  # nothing under the final name while paused
     window.transfer_settings.bwlimit = ""
+    window.service.apply_limits()  # what the settings dialog does: the running service takes it
     window.queue_action("resume", [job_id])
-    assert wait_job(qtbot, job_id, ("done",), timeout=60_000) == "done"
-    assert backend.stat("/in/big.bin").size == 3 * 1024 * 1024
+    assert wait_job(qtbot, job_id, ("done",), timeout=20_000) == "done"
+    assert backend.stat("/in/big.bin").size == 8 * 1024 * 1024
     with backend.open_read("/in/big.bin") as f:
         assert f.read() == big.read_bytes()
     assert get_store("slowdst")  # the same store the window wrote to

@@ -13,28 +13,48 @@ from ferry.core.cancel import CancelToken
 
 
 class TokenBucket:
-    def __init__(self, rate: float, burst_seconds: float = 0.25) -> None:
-        if rate <= 0:
-            raise ValueError("rate must be positive")
-        self.rate = float(rate)
-        self.capacity = max(self.rate * burst_seconds, 64 * 1024)
-        self._tokens = self.capacity
-        self._stamp = time.monotonic()
+    """``rate`` bytes/s; ``None`` lets everything through, and the rate may change while in use
+    (the window's limit applies to transfers already running)."""
+
+    def __init__(self, rate: float | None, burst_seconds: float = 0.25) -> None:
+        self._burst_seconds = burst_seconds
         self._lock = threading.Lock()
+        self.rate: float | None = None
+        self.capacity = 0.0
+        self._tokens = 0.0
+        self._stamp = time.monotonic()
+        self.set_rate(rate)
+
+    def set_rate(self, rate: float | None) -> None:
+        if rate is not None and rate <= 0:
+            raise ValueError("rate must be positive")
+        with self._lock:
+            self.rate = float(rate) if rate is not None else None
+            self.capacity = max(self.rate * self._burst_seconds, 64 * 1024) if self.rate else 0.0
+            self._tokens = self.capacity
+            self._stamp = time.monotonic()
+
+    @property
+    def active(self) -> bool:
+        return self.rate is not None
 
     def chunk_hint(self, default: int) -> int:
         """Chunks small enough that one of them is not seconds of traffic at this rate."""
-        return max(16 * 1024, min(default, int(self.rate / 8)))
+        rate = self.rate
+        return max(16 * 1024, min(default, int(rate / 8))) if rate else default
 
     def consume(self, n: int, cancel: CancelToken | None = None) -> None:
         with self._lock:
+            if self.rate is None:
+                return
             now = time.monotonic()
             self._tokens = min(self.capacity, self._tokens + (now - self._stamp) * self.rate)
             self._stamp = now
             self._tokens -= n
             debt = -self._tokens
+            rate = self.rate
         if debt > 0:
-            delay = debt / self.rate
+            delay = debt / rate
             if cancel is not None:
                 cancel.wait(delay)
             else:
@@ -57,4 +77,4 @@ class Limiters:
         return default
 
     def __bool__(self) -> bool:
-        return bool(self.buckets)
+        return any(b.active for b in self.buckets)

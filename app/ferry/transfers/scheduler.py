@@ -142,7 +142,8 @@ class Runner:
         self.accounting = Accounting()
         self.runner = runner_id()
         self._stop = CancelToken()
-        self._global_bucket = TokenBucket(config.bwlimit) if config.bwlimit else None
+        # Always present, so a limit set while the run goes on applies to it (None lets all through).
+        self._global_bucket = TokenBucket(config.bwlimit)
         self._runs: dict[int, _JobRun] = {}
         self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(1024, config.parallel * 64))
         # Claimed from the store ahead of the workers: enough that small files never wait on the
@@ -157,6 +158,13 @@ class Runner:
         self.tuner = Tuner(self._gate, config.parallel) if config.auto_parallel else None
 
     # ---- control from other threads ----
+    def set_limits(self, *, parallel: int | None = None, bwlimit: int | None = None) -> None:
+        """Apply new limits to this run as it goes: the bandwidth limit from the next chunk on, a
+        lower worker count as running files finish (never more workers than the run started)."""
+        self._global_bucket.set_rate(bwlimit)
+        if parallel is not None and self.tuner is None:
+            self._gate.set_limit(min(parallel, max(1, self.config.parallel)))
+
     def stop(self, reason: str = "interrupted") -> None:
         """Stop soon: running files keep their partial data and go back to the queue."""
         self._summary.stopped = self._summary.stopped or reason

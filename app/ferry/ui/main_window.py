@@ -1001,7 +1001,10 @@ class MainWindow(QMainWindow):
             if code and dlg.result_settings is not None:
                 self.transfer_settings = dlg.result_settings
                 save_transfer_settings(self.transfer_settings)
-                self.status_label.setText("Transfer settings saved; they apply to new transfers")
+                self.service.apply_limits()
+                self.status_label.setText(
+                    "Transfer settings saved; speed and parallelism apply now, the rest to new transfers"
+                )
 
         dlg.finished.connect(done)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)

@@ -100,6 +100,14 @@ class QueueService:
         """Something was queued or resumed: run (a running Runner admits new jobs by itself)."""
         self._wake.set()
 
+    def apply_limits(self) -> None:
+        """The settings changed: the run in progress takes the new bandwidth limit and parallelism."""
+        config = self.config()
+        with self._lock:
+            runner = self._runner
+        if runner is not None:
+            runner.set_limits(parallel=config.parallel, bwlimit=config.bwlimit)
+
     @property
     def running(self) -> bool:
         return self._runner is not None
