@@ -1265,6 +1265,10 @@ class SFTPBackend(Backend):
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
     ) -> SFTPWriter:
+        from ferry.backends import sftp_small  # small files: three round trips, not six
+
+        if sftp_small.is_small(size):
+            return sftp_small.SmallFileWriter(self, self._abs(path), token, readback)
         return SFTPWriter(self, self._abs(path), token, resume, readback)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
