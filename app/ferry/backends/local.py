@@ -10,7 +10,6 @@ the destination overlaps the copy instead of doubling its time.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import shutil
@@ -91,10 +90,17 @@ def _special_kind(mode: int) -> str:
 def _load_renameat2() -> Callable[[str, str], int] | None:
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        fn = libc.renameat2
-    except (OSError, AttributeError):
+    # The C library is found through the running program's own symbols (dlopen(NULL)), not
+    # ctypes.util.find_library: that imports a dozen modules and runs ldconfig in a subprocess,
+    # a noticeable part of a short 'ferry cp'.
+    fn = None
+    for lib in (None, "libc.so.6"):
+        try:
+            fn = ctypes.CDLL(lib, use_errno=True).renameat2
+            break
+        except (OSError, AttributeError):
+            continue
+    if fn is None:
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int

@@ -12,10 +12,12 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.core.units import format_duration, parse_duration, parse_size
-from ferry.sharing.base import Link, ShareRequest
+
+if TYPE_CHECKING:  # imported when a link is made, not for every 'ferry' command
+    from ferry.sharing.base import Link, ShareRequest
 
 
 def register(sub: Any) -> None:
@@ -55,6 +57,7 @@ def register(sub: Any) -> None:
 
 def _request(args: argparse.Namespace) -> ShareRequest:
     from ferry.core.errors import UsageError
+    from ferry.sharing.base import ShareRequest
 
     if sum(bool(x) for x in (args.grant, args.group, args.public)) > 1:
         raise UsageError("Choose one of --grant, --group and --public")

@@ -7,14 +7,20 @@ import json
 import signal
 import sys
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ferry.core.errors import UsageError
 from ferry.core.progress import Accounting
 from ferry.core.units import format_rate, format_size, parse_duration, parse_size
-from ferry.transfers.watch import DEFAULT_SETTLE, WatchCounters, Watcher, WatchSpec
+
+if TYPE_CHECKING:  # the watcher itself is imported only by 'ferry watch': other commands start faster
+    from ferry.transfers.watch import WatchCounters, Watcher
+
+# ferry.transfers.watch.DEFAULT_SETTLE, repeated so building the parser does not import the
+# watcher (a test keeps the two equal).
+DEFAULT_SETTLE = 30.0
 
 
 def register(sub: Any) -> None:
@@ -135,6 +141,8 @@ class _WatchOutput(tc.Output):
 def cmd_watch(args: argparse.Namespace) -> int:
     if args.allow_size_only_delete and not args.delete_after_verify:
         raise UsageError("--allow-size-only-delete only makes sense with --delete-after-verify")
+    from ferry.transfers.watch import Watcher, WatchSpec
+
     settle = _duration(args.settle, "--settle")
     until_idle = _duration(args.until_idle, "--until-idle") if args.until_idle else None
     options = tc.job_options(args)

@@ -16,7 +16,7 @@ from types import FrameType
 from typing import IO, Any, ClassVar, TextIO
 
 from ferry.backends.registry import BackendPool
-from ferry.core.address import Address
+from ferry.core.address import Address, parse_address
 from ferry.core.errors import AlreadyExists, UsageError
 from ferry.core.hashing import VERIFY_MODES
 from ferry.core.progress import Accounting, Snapshot
@@ -124,7 +124,21 @@ def canonical(address: Address) -> str:
     return str(replace(address, site=None, trailing_slash=False))
 
 
+class _SiteNeeded(Exception):
+    pass
+
+
+def _no_sites(name: str) -> Address | None:
+    raise _SiteNeeded
+
+
 def resolve(text: str) -> Address:
+    # URLs and plain paths never consult a site: parse those without loading the saved-sites
+    # module (TOML, the keychain) into a short 'ferry cp'. NAME:path goes the full way.
+    try:
+        return parse_address(text, sites=_no_sites)
+    except _SiteNeeded:
+        pass
     from ferry.credentials.sites import resolve_address
 
     return resolve_address(text)

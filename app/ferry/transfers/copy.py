@@ -35,6 +35,7 @@ from ferry.transfers.options import JobOptions
 from ferry.transfers.store import Store, Task
 
 CHUNK = 1 << 20
+SMALL_BUFFER = 64 << 10  # the least a file's read buffer is given
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,10 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
         raise Unsupported(f"{ctx.src.display(task.src)} is no longer a regular file")
 
     dst = task.dst
-    overwrite = False
+    # Under --on-conflict overwrite a file that appears between this check and the commit would be
+    # replaced anyway: the commit needs no no-overwrite guard (on S3 stores that ignore
+    # If-None-Match, like rclone serve s3, that guard is one HEAD per file).
+    overwrite = ctx.options.on_conflict == "overwrite"
     resume = ctx.dst.capabilities.resume_write
     existing = _stat_or_none(ctx.dst, dst)
     if existing is not None:
@@ -297,7 +301,10 @@ def _transfer(
             else:
                 hasher = new_hasher(algo) if algo else None
                 chunk = ctx.limiters.chunk_hint(CHUNK) if ctx.limiters else CHUNK
-                buf = bytearray(chunk)
+                # A buffer no bigger than the file needs (one byte over, so the read that finds
+                # the end is not a second full-size one): allocating and zeroing 1 MiB for each
+                # 4 KiB file was a sixth of the engine's CPU time on small files.
+                buf = bytearray(min(chunk, max(SMALL_BUFFER, size - writer.offset + 1)))
                 view = memoryview(buf)
                 start = writer.offset
                 if start and (hasher is not None or not ctx.src.capabilities.range_read):
@@ -315,7 +322,8 @@ def _transfer(
                             got += n
                     if got != start:
                         raise Transient(f"Source shrank while resuming: {ctx.src.display(source.path)}")
-                on_bytes(start)
+                if start:
+                    on_bytes(start)
                 with ctx.src.open_read(source.path, start) as f:
                     readinto = f.readinto  # type: ignore[attr-defined]
                     write = writer.write

@@ -53,6 +53,8 @@ from ferry.transfers.tuning import Gate, Tuner
 log = logging.getLogger(__name__)
 
 TICK = 0.1
+IDLE_WAIT = 0.02  # the longest the coordinator waits for a result before looking at the store again
+BATCH_GAP = 0.01  # while results stream in, the least time between two writes of them
 POLL_JOBS = 0.5
 HEARTBEAT = 5.0
 
@@ -114,6 +116,7 @@ class _JobRun:
     failed: int = 0
     tokens: dict[int, CancelToken] = field(default_factory=dict)
     delegated: bool = False  # a service moves the bytes (Globus): no tasks for our workers
+    sems: list[threading.Semaphore] = field(default_factory=list)  # per-endpoint connection limits
 
 
 @dataclass
@@ -149,7 +152,9 @@ class Runner:
         # Claimed from the store ahead of the workers: enough that small files never wait on the
         # database, few enough that a pause hands back little.
         self._claim_batch = max(1024, config.parallel * 64)
-        self._done: queue.Queue[_Done] = queue.Queue()
+        # Results from the workers; None is a wake-up (a planner queued new tasks).
+        self._done: queue.Queue[_Done | None] = queue.Queue()
+        self._last_write = 0.0
         self._sems: dict[str, threading.Semaphore] = {}
         self._sem_lock = threading.Lock()
         self._workers: list[threading.Thread] = []
@@ -303,6 +308,7 @@ class Runner:
         )
         window = parse_window(opts.window) if opts.window else None
         run = _JobRun(job, src, dst, ctx, CancelToken(self._stop), window)
+        run.sems = self._semaphores(run)
         self._runs[job.id] = run
         counts = self.store.counts(job.id)
         self.accounting.add_total(counts.files, counts.bytes)
@@ -388,6 +394,8 @@ class Runner:
 
     def _record_planned(self, run: _JobRun, batch: list[NewTask]) -> None:
         new = self.store.add_tasks(run.job.id, batch)
+        if new:
+            self._done.put(None)  # wake the coordinator: these can start now, not a tick later
         files = [t for t in new if t.kind == "file"]
         self.accounting.add_total(len(files), sum(t.size or 0 for t in files))
         for t in new:
@@ -506,26 +514,43 @@ class Runner:
             buffered.pop(0)
         return buffered
 
+    def _drain(self, items: list[_Done]) -> None:
+        try:
+            while len(items) < 2000:
+                item = self._done.get_nowait()
+                if item is not None:
+                    items.append(item)
+        except queue.Empty:
+            pass
+
     def _collect(self, timeout: float) -> None:
         """Take the results that are ready and record them in one transaction.
 
-        The coordinator wakes on a short timer rather than once per result: with thousands of
-        small files a wake-up per file means a GIL hand-off per file, which costs more than the
-        copy. The work queue holds enough tasks that workers never wait for it.
+        The coordinator waits for the first result (or a planner's wake-up), so a short copy's
+        last file is recorded at once rather than a timer later. While results stream in it
+        gathers them for at least ``BATCH_GAP`` between writes: with thousands of small files a
+        wake-up and a transaction per file would cost more than the copies. The work queue holds
+        enough tasks that workers never wait for it.
         """
-        self._stop.wait(min(timeout, 0.02))
-        items: list[_Done] = []
         try:
-            while len(items) < 2000:
-                items.append(self._done.get_nowait())
+            first = self._done.get(timeout=min(timeout, IDLE_WAIT)) if timeout > 0 else self._done.get_nowait()
         except queue.Empty:
-            if not items:
-                return
+            return
+        items: list[_Done] = [] if first is None else [first]
+        self._drain(items)
+        if not items:
+            return
+        if len(items) < sum(r.inflight for r in self._runs.values()):
+            # More are on their way: let them gather instead of writing one at a time.
+            gap = BATCH_GAP - (time.monotonic() - self._last_write)
+            if gap > 0 and not self._stop.wait(gap):
+                self._drain(items)
         results = []
         for item in items:
             results.append(self._result(item))
             item.run.inflight -= 1
         self.store.finish_tasks(results)
+        self._last_write = time.monotonic()
 
     def _result(self, item: _Done) -> TaskResult:
         run, task = item.run, item.task
@@ -594,7 +619,7 @@ class Runner:
         outcome: Outcome | None = None
         error: BaseException | None = None
         token = run.cancel  # job-wide: pause/cancel/shutdown stop every file of the job at once
-        sems = self._semaphores(run)
+        sems = run.sems
         for s in sems:
             s.acquire()
         self.accounting.active_delta(1)
@@ -633,7 +658,8 @@ class Runner:
                 first = self._done.get(timeout=0.5)  # wake on the next result, not on a timer
             except queue.Empty:
                 continue
-            self._done.put(first)
+            if first is not None:
+                self._done.put(first)
             self._collect(0)
         try:
             while True:

@@ -98,7 +98,7 @@ def dec(blob: bytes | str | None) -> str:
         return ""
     if isinstance(blob, str):
         return blob
-    return bytes(blob).decode("utf-8", "surrogateescape")
+    return blob.decode("utf-8", "surrogateescape")  # sqlite3 gives bytes for a BLOB: no copy needed
 
 
 def runner_id() -> str:
@@ -246,26 +246,34 @@ def roots_json(roots: Iterable[tuple[str, str, str]]) -> str:
     return json.dumps([[_b(a), _b(b), _b(c)] for a, b, c in roots])
 
 
+_new_object = object.__new__
+
+
 def _task(row: Sequence[object]) -> Task:
-    return Task(
-        id=row[0],  # type: ignore[arg-type]
-        job_id=row[1],  # type: ignore[arg-type]
-        kind=row[2],  # type: ignore[arg-type]
+    # Built straight into the instance's __dict__ rather than through the frozen dataclass's
+    # __init__ (one object.__setattr__ per field): a claim builds a thousand of these at a time,
+    # and this is 3x faster. Same fields, same values; the Task stays frozen to its users.
+    t = _new_object(Task)
+    t.__dict__.update(
+        id=row[0],
+        job_id=row[1],
+        kind=row[2],
         src=dec(row[3]),  # type: ignore[arg-type]
         dst=dec(row[4]),  # type: ignore[arg-type]
         rel=dec(row[5]),  # type: ignore[arg-type]
-        size=row[6],  # type: ignore[arg-type]
-        mtime_us=row[7],  # type: ignore[arg-type]
-        extra=row[8],  # type: ignore[arg-type]
-        state=row[9],  # type: ignore[arg-type]
-        attempts=row[10],  # type: ignore[arg-type]
+        size=row[6],
+        mtime_us=row[7],
+        extra=row[8],
+        state=row[9],
+        attempts=row[10],
         interrupted=bool(row[11]),
-        hash_algo=row[12],  # type: ignore[arg-type]
-        hash=row[13],  # type: ignore[arg-type]
-        verified=row[14],  # type: ignore[arg-type]
-        error_kind=row[15],  # type: ignore[arg-type]
-        error=row[16],  # type: ignore[arg-type]
+        hash_algo=row[12],
+        hash=row[13],
+        verified=row[14],
+        error_kind=row[15],
+        error=row[16],
     )
+    return t
 
 
 class StoreError(FerryError):
