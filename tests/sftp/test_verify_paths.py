@@ -50,8 +50,7 @@ def test_read_back_sees_what_the_server_holds(backend: Any, sshd: SshServer, mon
     data = b"x" * 50_000
     w = backend.open_write(str(folder / "b.bin"), size=len(data), token="2", readback="sha256")
     w.write(data)
-    w._f.flush()
-    sftp_mod._check_writes(w._f)  # the bytes have landed
+    w._drain()  # the bytes have landed
     partial = Path(w.temp_path)
     with open(partial, "r+b") as f:  # the server's disk flips a byte
         f.seek(1234)
@@ -82,6 +81,12 @@ def test_bigger_files_use_the_remote_tool(backend: Any, sshd: SshServer, monkeyp
         return real(path, tool)
 
     monkeypatch.setattr(backend._host.hasher, "hash", counting)
+    w.write(data)
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.commit(overwrite=False)
+    assert calls == []  # the size was known: the tool followed the upload (tests/sftp/test_follow_hash.py)
+    # Size unknown: no follower, the finished file is hashed by the (batched) remote tool.
+    w = backend.open_write(str(folder / "d.bin"), size=None, token="4", readback="sha256")
     w.write(data)
     assert w.finish() == hashlib.sha256(data).hexdigest()
     w.commit(overwrite=False)

@@ -25,14 +25,15 @@ import posixpath
 import socket
 import stat as stat_mod
 import threading
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
-from ferry.backends.sftp_hash import HashBatcher
+from ferry.backends.sftp_hash import FollowingHash, HashBatcher, follow_command
 from ferry.backends.sftp_parallel import REQUEST, ParallelRangeReader
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -69,6 +70,7 @@ READ_DEPTH = 16
 PARALLEL_MIN = 64 << 20  # files this big are read as parallel byte-range streams
 READBACK_MAX = 4 << 20  # files up to this size are verified by reading them back, not a remote hash
 PARALLEL_STREAMS = 4  # more read-ahead makes paramiko copy its growing buffer on every read
+WRITE_DEPTH = 64  # WRITE requests in flight before the writer waits for the oldest reply
 _HASH_TOOLS = {"sha256": "sha256sum", "sha1": "sha1sum", "md5": "md5sum", "blake3": "b3sum"}
 _EMPTY_DIGESTS = {  # of zero bytes: proves a remote openssl computes the right thing
     "sha256": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
@@ -141,6 +143,9 @@ class _Host:
     def forget_dirs(self) -> None:
         """A folder was removed or something renamed: folders seen before may be gone (rare)."""
         self.known_dirs.clear()
+        from ferry.backends import sftp_small
+
+        sftp_small.known(self).forget()  # new folders' emptiness and listed attributes too
 
     # ---- connecting ----
     def transport(self) -> Any:
@@ -447,6 +452,31 @@ class _Host:
             return None
         setattr(client, "_ferry_generation", generation)  # noqa: B010 - tags channels of this login
         return client
+
+    def exec_nowait(self, command: bytes) -> tuple[Any, Callable[[], None]] | None:
+        """Start ``command`` on an exec channel only if a session is free right now (one stays
+        spare): work that only saves time never waits for, or starves, the transfers. Returns
+        the channel and the function that gives its session back after it is closed."""
+        import paramiko
+
+        with self._cond:
+            if self._open >= self.max_sessions - 1:
+                return None
+            self._open += 1
+            generation = self._generation
+        chan = None
+        try:
+            chan = self.transport().open_session(timeout=30)
+            chan.exec_command(command)
+        except paramiko.ChannelException as exc:
+            self._refused(exc, generation)
+            return None
+        except Exception:
+            if chan is not None:
+                chan.close()
+            self._release_slot(generation)
+            return None
+        return chan, lambda: self._release_slot(generation)
 
     def _give_back(self, client: Any, ok: bool) -> None:
         with self._cond:
@@ -978,24 +1008,22 @@ def _setstat_then(client: Any, path: bytes, mtime: datetime | None, how: str, ne
         log.warning("could not set the modification time of %s: %s", _text(new), errors[0])
 
 
-def _check_writes(f: Any) -> None:
-    """Read the replies to pipelined WRITEs: paramiko skips them unless asked, so a full disk or
-    quota would go unnoticed until a size check. The first error is raised after every reply is
-    read (the channel stays in step)."""
-    failure: BaseException | None = None
-    reqs = f._reqs
-    while reqs:
-        num = reqs.popleft()
-        try:
-            f.sftp._read_response(num)
-        except Exception as exc:
-            failure = failure or exc
-    if failure is not None:
-        raise failure
-
-
 class SFTPWriter(Writer):
-    def __init__(self, backend: SFTPBackend, final_path: str, token: str, resume: bool, readback: str | None) -> None:
+    """Writes go out as pipelined WRITE requests of the server's size, their replies read as they
+    arrive (a full disk fails the file early, and the bytes the server has acknowledged are
+    known). A big file being verified is hashed on the server while it uploads (FollowingHash)."""
+
+    _follow: FollowingHash | None = None
+
+    def __init__(
+        self,
+        backend: SFTPBackend,
+        final_path: str,
+        token: str,
+        resume: bool,
+        readback: str | None,
+        size: int | None = None,
+    ) -> None:
         self.backend = backend
         folder, name = posixpath.split(final_path)
         self.final_path = final_path
@@ -1025,18 +1053,73 @@ class SFTPWriter(Writer):
                         f"resumed after {self.offset} bytes already on the server; that prefix was checked "
                         f"by the {readback} of the whole file as the server holds it"
                     )
-            self._f.set_pipelined(True)  # no round trip per write: replies are checked at close
-            self._f.MAX_REQUEST_SIZE = backend._host.request_size
+            self._handle: bytes = self._f.handle
+            self._step = backend._host.request_size
+            self._pending: deque[tuple[int, int]] = deque()  # (request, end offset) of unacknowledged WRITEs
+            self.acknowledged = self.offset  # bytes the server has confirmed writing
+            if readback and size is not None and size > READBACK_MAX:
+                self._start_follower(readback)
         except BaseException as exc:
             self._cm.__exit__(type(exc), exc, None)
             raise _map_error(exc, final_path) from exc
 
+    def _start_follower(self, algo: str) -> None:
+        tool = self.backend._host.hash_tools.get(algo)
+        if tool is None:
+            return
+        started = self.backend._host.exec_nowait(follow_command(self.temp_path, tool))
+        if started is not None:
+            self._follow = FollowingHash(*started)
+            self._follow.advance(self.offset)  # a resumed prefix is already on the server
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
+        from paramiko.sftp import CMD_WRITE, int64
+
+        view = memoryview(data)  # the caller reuses its buffer: each request copies its piece
+        client, handle, step, pending = self._client, self._handle, self._step, self._pending
+        pos = self.offset + self._written
         try:
-            self._f.write(bytes(data))
-            self._written += len(data)
+            for start in range(0, len(view), step):
+                piece = bytes(view[start : start + step])
+                num = client._async_request(type(None), CMD_WRITE, handle, int64(pos), piece)
+                pos += len(piece)
+                self._written += len(piece)
+                pending.append((num, pos))
+            # Replies already here are read now, and the oldest once too many are out.
+            while pending and (len(pending) > WRITE_DEPTH or client.sock.recv_ready()):
+                self._ack()
+            if self._follow is not None:
+                self._follow.advance(self.acknowledged)
         except Exception as exc:
             raise _map_error(exc, self.final_path) from exc
+
+    def _ack(self) -> None:
+        """Read the oldest WRITE's reply; after a failure every other reply is read too (the
+        channel stays in step for the next borrower) before the failure is raised."""
+        num, end = self._pending.popleft()
+        try:
+            self._client._read_response(num)
+        except Exception:
+            try:
+                self._drain()
+            except Exception:
+                pass
+            raise
+        self.acknowledged = end
+
+    def _drain(self) -> None:
+        """Read every outstanding WRITE reply; the first failure is raised after all are read."""
+        failure: BaseException | None = None
+        while self._pending:
+            num, end = self._pending.popleft()
+            try:
+                self._client._read_response(num)
+                if failure is None:
+                    self.acknowledged = end
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def _read_back(self, algo: str) -> str:
         """Hash what the server now holds by reading it back on the open handle: the READs go
@@ -1048,7 +1131,6 @@ class SFTPWriter(Writer):
         from ferry.core.hashing import new_hasher
 
         f, client = self._f, self._client
-        f.flush()
         size = self.offset + self._written
         step = self.backend._host.request_size
         nums = [
@@ -1059,7 +1141,7 @@ class SFTPWriter(Writer):
         got = 0
         failure: BaseException | None = None
         try:
-            _check_writes(f)
+            self._drain()
         except Exception as exc:
             failure = exc
         for num, _o in nums:  # every reply is read, even after a failure: the channel stays in step
@@ -1083,28 +1165,49 @@ class SFTPWriter(Writer):
     def _close_file(self) -> None:
         if not self._closed:
             self._closed = True
+            failure: BaseException | None = None
             try:
-                self._f.flush()
-                _check_writes(self._f)
+                self._drain()
+            except Exception as exc:
+                failure = exc
+            try:
                 self._f.close()
             except Exception as exc:
-                raise _map_error(exc, self.final_path) from exc
+                failure = failure or exc
+            if failure is not None:
+                raise _map_error(failure, self.final_path) from failure
 
     def finish(self) -> str | None:
         if self._readback is not None and not self._closed and self.offset + self._written <= READBACK_MAX:
+            self._stop_follower()  # the source turned out small: reading back is quicker
             try:
                 digest = self._read_back(self._readback)
             except Exception as exc:
                 raise _map_error(exc, self.final_path) from exc
             self._close_file()
             return digest
-        self._close_file()
+        try:
+            self._close_file()
+        except BaseException:
+            self._stop_follower()
+            raise
         # Give the channel back before hashing: the remote hash needs an exec channel of its own,
         # and under a small MaxSessions every worker holding one while waiting for another deadlocks.
         self._release()
+        follow, self._follow = self._follow, None
+        if follow is not None:
+            followed = follow.result(self.offset + self._written)
+            if followed is not None:
+                return followed
+            log.info("the remote hash that followed %s gave no answer; hashing it again", self.temp_path)
         if self._readback is None:
             return None
         return self.backend.hash(self.temp_path, self._readback)
+
+    def _stop_follower(self) -> None:
+        follow, self._follow = self._follow, None
+        if follow is not None:
+            follow.close()
 
     def _channel(self) -> Any:
         if self._cm is None:
@@ -1137,6 +1240,7 @@ class SFTPWriter(Writer):
             self._release()
 
     def abort(self, *, keep_partial: bool = False) -> None:
+        self._stop_follower()
         try:
             try:
                 self._close_file()
@@ -1269,9 +1373,11 @@ class SFTPBackend(Backend):
 
         if sftp_small.is_small(size):
             return sftp_small.SmallFileWriter(self, self._abs(path), token, readback)
-        return SFTPWriter(self, self._abs(path), token, resume, readback)
+        return SFTPWriter(self, self._abs(path), token, resume, readback, size)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        from ferry.backends import sftp_small
+
         path = self._abs(path)
         with self._host.sftp() as c:
             todo = [path]

@@ -14,6 +14,7 @@ import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 MAX_BATCH = 200
 MAX_COMMAND = 64 << 10  # bytes of command line; far below ARG_MAX everywhere
@@ -117,3 +118,86 @@ class HashBatcher:
         finally:
             for r in batch:
                 r.done.set()
+
+
+# A remote hash that follows an upload: the shell holds the partial file open on fd 3; every
+# number Ferry sends on stdin makes one ``dd`` pass that many more bytes (already acknowledged
+# by the server, so present in the file) to the tool, which prints the digest when stdin ends.
+# ``dd bs=N count=1`` on a regular file reads exactly N bytes unless the file is shorter; at
+# the end ``wc -c`` of what is left after fd 3's offset proves every byte went through exactly
+# once (a short read would leave bytes behind and the answer is not trusted).
+_FOLLOW_SCRIPT = (
+    'exec 3< "$1" || exit 97; '
+    "{{ while read -r n; do case $n in ''|*[!0-9]*) break;; esac; "
+    "dd bs=$n count=1 <&3 2>/dev/null || exit 98; done; "
+    'echo "left $(wc -c <&3)" >&2; }} | {tool}'
+)
+FOLLOW_STEP = 8 << 20  # bytes per dd: the hash lags the upload by about this much
+
+
+def follow_command(path: str, tool: str) -> bytes:
+    script = _FOLLOW_SCRIPT.format(tool=tool)
+    return f"sh -c {shlex.quote(script)} sh {shlex.quote(path)}".encode("utf-8", "surrogateescape")
+
+
+class FollowingHash:
+    """Hashes a file on the server while it is being uploaded, so the check of a big file ends a
+    few milliseconds after its last byte instead of a whole remote pass later (profiled: a third
+    of a verified 256 MiB upload was the remote hash after the upload).
+
+    ``chan`` is an exec channel running :func:`follow_command`. :meth:`advance` is told how many
+    bytes the server has acknowledged; :meth:`result` returns the digest of exactly ``total``
+    bytes, or None when anything went wrong (the caller then hashes the finished file the usual
+    way, so a broken follower can cost time but never a wrong verdict).
+    """
+
+    def __init__(self, chan: Any, close: Callable[[], None]) -> None:
+        self._chan = chan
+        self._close = close
+        self._sent = 0
+        self.broken = False
+
+    def advance(self, confirmed: int, *, final: bool = False) -> bool:
+        """Let the remote side hash up to ``confirmed`` bytes; False once the follower broke."""
+        if self.broken:
+            return False
+        lines = []
+        while confirmed - self._sent >= (1 if final else FOLLOW_STEP):
+            n = min(FOLLOW_STEP, confirmed - self._sent)
+            lines.append(b"%d\n" % n)
+            self._sent += n
+        if lines:
+            try:
+                self._chan.sendall(b"".join(lines))
+            except Exception:
+                self.broken = True
+        return not self.broken
+
+    def result(self, total: int, timeout: float = 600) -> str | None:
+        try:
+            if self.broken or self._sent > total:
+                return None
+            if not self.advance(total, final=True):
+                return None
+            self._chan.settimeout(timeout)
+            self._chan.shutdown_write()
+            out = self._chan.makefile("rb").read()
+            err = self._chan.makefile_stderr("rb").read()
+            rc = self._chan.recv_exit_status()
+            words = out.decode("ascii", "replace").split()
+            left = [line.split()[1:] for line in err.decode("ascii", "replace").splitlines() if line.startswith("left")]
+            if rc != 0 or left != [["0"]] or not words:
+                return None
+            return str(words[0]).lstrip("\\")
+        except Exception:
+            return None
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        chan, self._chan = self._chan, None
+        if chan is not None:
+            try:
+                chan.close()
+            finally:
+                self._close()
