@@ -1,6 +1,7 @@
 """Requests per small file: what the engine's calls for one file cost on the wire.
 
-Counted with botocore's own ``before-send`` event, so every request (retries included) counts.
+Counted with botocore's own ``before-send`` event, so every request (retries included) counts,
+and with the lean path's own hook (``s3_fast``), which sends small PUTs and GETs itself.
 """
 
 from __future__ import annotations
@@ -18,9 +19,14 @@ class _Count:
     def __init__(self, backend: S3Backend) -> None:
         self.calls: list[str] = []
         backend.client.meta.events.register("before-send.s3", self._seen)
+        if backend.fast is not None:
+            backend.fast.sent = self._fast
 
     def _seen(self, request: Any, **_: Any) -> None:
         self.calls.append(f"{request.method} {request.url.split('?')[0].rsplit('/', 1)[-1]}")
+
+    def _fast(self, method: str, key: str) -> None:
+        self.calls.append(f"{method} {key.rsplit('/', 1)[-1]}")
 
     def take(self) -> list[str]:
         calls, self.calls = self.calls, []

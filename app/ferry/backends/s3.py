@@ -37,6 +37,7 @@ from ferry.backends.s3_client import (
     map_error,
     settings_for,
 )
+from ferry.backends.s3_fast import Fallback, FastS3, fast_path_for
 from ferry.backends.s3_names import encode_name
 from ferry.backends.s3_write import S3Writer, choose_part_size
 from ferry.core.address import Address
@@ -231,6 +232,7 @@ class S3Backend(Backend):
         self._lock = threading.Lock()
         self._client: Any = None
         self._session: Any = None
+        self._fast: FastS3 | None = None  # the lean PUT/GET path (s3_fast), where it applies
         workers = max(8, self.settings.part_concurrency * 4)
         self._executor: ThreadPoolExecutor | None = None
         self._conditional: bool | None = None  # does the store honour If-None-Match? (probed once)
@@ -251,8 +253,37 @@ class S3Backend(Backend):
                 if self._client is None:
                     self._session = make_session(self.settings)
                     # Scheduler workers + our part/range threads, so no request waits for a socket.
-                    self._client = make_client(self._session, self.settings, pool_size=64 + self._workers)
+                    client = make_client(self._session, self.settings, pool_size=64 + self._workers)
+                    self._fast = fast_path_for(client, self._session)
+                    self._client = client
         return self._client
+
+    @property
+    def fast(self) -> FastS3 | None:
+        """The lean path for small PUTs and GETs (:mod:`ferry.backends.s3_fast`), or None."""
+        _ = self.client
+        return self._fast
+
+    def get_object(self, key: str, byte_range: str | None) -> Any:
+        """GetObject of one range (read whole by the caller): the lean path, else botocore."""
+        fast = self.fast
+        if fast is not None and fast.enabled:
+            try:
+                return fast.get_object(self.bucket, key, byte_range)
+            except Fallback:
+                pass
+        kw = {"Range": byte_range} if byte_range else {}
+        return self.client.get_object(Bucket=self.bucket, Key=key, **kw)
+
+    def put_object(self, key: str, body: bytes, kw: Mapping[str, Any]) -> Any:
+        """PutObject in one request: the lean path, else botocore (which also words every error)."""
+        fast = self.fast
+        if fast is not None and fast.enabled:
+            try:
+                return fast.put_object(self.bucket, key, body, kw)
+            except Fallback:
+                pass
+        return self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **kw)
 
     # -- what this backend knows without asking: a new folder's keys do not exist yet --
     def _known_absent(self, key: str) -> bool:
@@ -486,7 +517,7 @@ class S3Backend(Backend):
     def _head_by_get(self, key: str) -> Mapping[str, Any]:
         """HeadObject's answer, from a GET of the first STAT_GET bytes where the store allows."""
         try:
-            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{STAT_GET - 1}")
+            resp = self.get_object(key, f"bytes=0-{STAT_GET - 1}")
         except Exception as exc:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
             if code in ("NoSuchKey", "NoSuchBucket", "404", "NotFound"):
@@ -579,7 +610,10 @@ class S3Backend(Backend):
         return result
 
     def _get_range(self, key: str, lo: int, hi: int) -> bytes:
-        resp = self._call(self.display(key), self.client.get_object, Key=key, Range=f"bytes={lo}-{hi - 1}")
+        try:
+            resp = self.get_object(key, f"bytes={lo}-{hi - 1}")
+        except Exception as exc:
+            raise self._err(exc, self.display(key)) from exc
         try:
             data: bytes = resp["Body"].read()
         except Exception as exc:
@@ -604,14 +638,18 @@ class S3Backend(Backend):
                 # The whole object came with stat() moments ago (the copy stats its source first).
                 return io.BytesIO(first[offset : None if length is None else offset + length])
             if offset == 0 and length is None and first:
-                # Its first bytes did: ask only for the rest.
-                rest = self.open_read(path, len(first))
+                # Its first bytes did: ask only for the rest (its length known, so one request).
+                rest = self.open_read(path, len(first), total - len(first))
                 return _BodyReader(rest, first)  # type: ignore[return-value]
         # The first request asks for at most one range: a small object arrives in one GET, and the
         # Content-Range of the answer gives a large one's size for the parallel ranges.
         first_end = offset + (min(length, READ_RANGE) if length is not None else READ_RANGE)
         try:
-            resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={offset}-{first_end - 1}")
+            byte_range = f"bytes={offset}-{first_end - 1}"
+            if length is not None and length <= READ_RANGE:
+                resp = self.get_object(key, byte_range)  # one range, read whole: the lean path may serve it
+            else:
+                resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=byte_range)  # streamed
         except Exception as exc:
             err = self._err(exc, self.display(key))
             if isinstance(err, Archived):

@@ -154,6 +154,10 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
             # We send Content-MD5 (and SHA-256 where it is the stream hash) ourselves: botocore's
             # default CRC32 on every body would be a third hash over the same bytes.
             request_checksum_calculation="when_required",
+            # Our requests are built by this package, always the same shapes: validating each one
+            # against the service model cost ~0.3 ms of CPU per request (a fifth of botocore's
+            # time on a small object), under the GIL every worker shares.
+            parameter_validation=False,
             response_checksum_validation="when_required",
             # A server that accepts a request and never answers must cost a bounded wait, then a
             # retry on a fresh connection (botocore retries ReadTimeoutError), never a hang.
@@ -162,6 +166,7 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
             s3=s3cfg or None,  # type: ignore[arg-type]
         )
         client = session.client("s3", endpoint_url=settings.endpoint_url, config=cfg)
+        _cache_user_agent(client)
         return client
 
     try:
@@ -173,6 +178,22 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
     except Exception as exc:
         raise map_error(exc, "connecting to S3") from exc
     return client
+
+
+def _cache_user_agent(client: Any) -> None:
+    """botocore rebuilds its User-Agent string twice for every request (once for the request,
+    once more in a request-created hook), sanitising each component: ~0.15 ms of CPU per request,
+    about a tenth of botocore's time on a small object, under the GIL all workers share. The string
+    is informational and the same for every request a client makes, so it is built once."""
+    creator = getattr(client, "_user_agent_creator", None)
+    to_string = getattr(creator, "to_string", None)
+    if creator is None or to_string is None:
+        return  # another botocore: leave it as it is
+    try:
+        ua = str(to_string())
+    except Exception:
+        return
+    creator.to_string = lambda: ua
 
 
 def _code(exc: Any) -> tuple[str, int, dict[str, str]]:

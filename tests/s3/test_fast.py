@@ -1,0 +1,150 @@
+"""The lean PUT/GET path (ferry.backends.s3_fast) against both real servers: it must store and
+read exactly what botocore would, under exactly the same keys, and hand every unhappy answer back
+to botocore so errors read as before."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from ferry.backends.s3 import S3Backend
+from ferry.backends.s3_write import S3Writer
+from ferry.core.address import Address
+from ferry.core.errors import AlreadyExists, AuthError, NotFound
+from s3.conftest import make_backend
+from s3.servers import S3Server, aws_env
+
+# Keys whose signing and URL encoding are easy to get wrong; a wrongly encoded key would land under
+# another name on moto, which does not check signatures, so each is read back by name with boto3.
+AWKWARD = [
+    "plain.txt",
+    "with space.txt",
+    "plus+sign.txt",
+    "percent%41.txt",
+    "tilde~and-dash_.txt",
+    "question?mark.txt",
+    "hash#mark.txt",
+    "équipe/données ünï.txt",
+    "a=b&c=d;e,f.txt",
+    "deep/er/path/x.bin",
+]
+
+
+class _Sent:
+    def __init__(self, backend: S3Backend) -> None:
+        self.fast: list[str] = []
+        self.boto: list[str] = []
+        assert backend.fast is not None
+        backend.fast.sent = lambda method, key: self.fast.append(f"{method} {key}")
+        backend.client.meta.events.register("before-send.s3", self._boto)
+
+    def _boto(self, request: Any, **_: Any) -> None:
+        self.boto.append(request.method)
+
+
+def _put(backend: S3Backend, key: str, data: bytes, *, overwrite: bool = True, mtime: datetime | None = None) -> str:
+    w = backend.open_write(key, size=len(data), token="1", readback="sha256")
+    w.write(data)
+    digest = w.finish()
+    w.commit(overwrite=overwrite, mtime=mtime)
+    assert digest is not None
+    assert isinstance(w, S3Writer)
+    return w.verified_note
+
+
+def test_small_objects_go_by_the_lean_path_and_read_back_the_same(server: S3Server, backend: S3Backend) -> None:
+    sent = _Sent(backend)
+    c = server.client()
+    when = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+    for i, key in enumerate(AWKWARD):
+        if server.kind == "rclone" and "?" in key:
+            continue  # a file-system store: '?' is fine, but keep the list to what both accept
+        data = os.urandom(100 + i)
+        note = _put(backend, key, data, mtime=when)
+        assert "Content-MD5" in note and "MD5 ETag" in note
+        got = c.get_object(Bucket=backend.bucket, Key=key)  # boto3, by the very same key
+        assert got["Body"].read() == data
+        meta = {k.lower(): v for k, v in got["Metadata"].items()}  # rclone capitalises the names
+        assert meta["ferry-sha256"] == hashlib.sha256(data).hexdigest()
+        entry = backend.stat(key)  # the lean GET: the same fields botocore's answer gives
+        assert entry.size == len(data)
+        assert entry.hashes["sha256"] == hashlib.sha256(data).hexdigest()
+        assert entry.meta["etag"] == hashlib.md5(data).hexdigest()
+        assert entry.mtime == when
+        with backend.open_read(key) as f:
+            assert f.read() == data
+    assert sent.fast and all(s.split(" ", 1)[0] in ("PUT", "GET") for s in sent.fast)
+    assert "PUT" not in sent.boto and "GET" not in sent.boto  # botocore sent no object PUT/GET
+
+
+def test_a_medium_object_is_read_in_two_lean_gets(server: S3Server, backend: S3Backend) -> None:
+    data = os.urandom(700 * 1024)
+    server.client().put_object(Bucket=backend.bucket, Key="m.bin", Body=data)
+    sent = _Sent(backend)
+    assert backend.stat("m.bin").size == len(data)
+    with backend.open_read("m.bin") as f:
+        assert f.read() == data
+    assert sent.fast == ["GET m.bin", "GET m.bin"]
+    with backend.open_read("m.bin", 1000, 5000) as f:
+        assert f.read() == data[1000:6000]
+
+
+def test_errors_come_back_through_botocore_worded_as_before(server: S3Server, backend: S3Backend) -> None:
+    with pytest.raises(NotFound):
+        backend.stat("nothing/here.txt")
+    _put(backend, "taken.txt", b"first")
+    if backend.conditional_writes():  # moto: If-None-Match refused by the server (412)
+        w = backend.open_write("taken.txt", size=6, token="2", readback="sha256")
+        w.write(b"second")
+        w.finish()
+        with pytest.raises(AlreadyExists):
+            w.commit(overwrite=False)
+        w.abort()
+    assert server.client().get_object(Bucket=backend.bucket, Key="taken.txt")["Body"].read() == b"first"
+    # An empty object: a ranged GET is refused (416) and stat falls back to HEAD.
+    _put(backend, "empty", b"")
+    assert backend.stat("empty").size == 0
+    with backend.open_read("empty") as f:
+        assert f.read() == b""
+
+
+def test_a_wrong_secret_is_reported_as_before(rclone: S3Server) -> None:
+    bucket = rclone.new_bucket()
+    with aws_env(rclone):  # restores the environment afterwards
+        os.environ["AWS_SECRET_ACCESS_KEY"] = "not-the-secret-0123456789"
+        b = S3Backend(Address("s3", "", host=bucket))
+        try:
+            with pytest.raises(AuthError, match="secret key"):
+                _put(b, "x.txt", b"data")
+        finally:
+            b.close()
+
+
+def test_a_dead_connection_falls_back_and_the_path_stands_aside(server: S3Server, bucket: str) -> None:
+    b = make_backend(server, bucket)
+    try:
+        fast = b.fast
+        assert fast is not None
+        fast.netloc = "127.0.0.1:1"  # nothing listens there: every lean request fails to connect
+        for i in range(5):
+            _put(b, f"k{i}", b"via botocore")  # each one still lands, through botocore
+        assert not fast.enabled
+        got = server.client().get_object(Bucket=bucket, Key="k4")["Body"].read()
+        assert got == b"via botocore"
+    finally:
+        b.close()
+
+
+def test_it_can_be_switched_off(server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FERRY_S3_FAST", "0")
+    b = make_backend(server, bucket)
+    try:
+        assert b.fast is None
+        _put(b, "x", b"data")
+        assert b.stat("x").size == 4
+    finally:
+        b.close()
