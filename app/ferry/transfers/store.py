@@ -470,31 +470,35 @@ class Store:
         """
         if not tasks:
             return []
-        inserted: list[NewTask] = []
         sql = (
             "INSERT OR IGNORE INTO tasks (job_id, kind, src, dst, rel, size, mtime_us, extra, state, error) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         )
+        rows = [
+            (job_id, t.kind, enc(t.src), enc(t.dst), enc(t.rel), t.size, t.mtime_us, t.extra, t.state, t.error)
+            for t in tasks
+        ]
+        # One executemany, not an execute per row: each call hands the GIL over and back, which
+        # starved the workers while a big tree was being planned.
         with self._tx() as db:
-            execute = db.execute
-            for t in tasks:
-                cur = execute(
-                    sql,
-                    (
-                        job_id,
-                        t.kind,
-                        enc(t.src),
-                        enc(t.dst),
-                        enc(t.rel),
-                        t.size,
-                        t.mtime_us,
-                        t.extra,
-                        t.state,
-                        t.error,
-                    ),
-                )
-                if cur.rowcount:
-                    inserted.append(t)
+            last = db.execute("SELECT COALESCE(MAX(id), 0) FROM tasks").fetchone()[0]
+            before = db.total_changes
+            db.executemany(sql, rows)
+            if db.total_changes - before == len(rows):
+                return list(tasks)  # the usual case: every task is new
+            # A re-plan after a crash: rows already present were ignored. The new ones are those
+            # above the highest id before this insert (ids are allocated upwards, and this
+            # transaction is the only writer).
+            new_srcs = {
+                bytes(r[0])
+                for r in db.execute("SELECT src FROM tasks WHERE job_id = ? AND id > ?", (job_id, last))
+            }
+        inserted: list[NewTask] = []
+        for t, row in zip(tasks, rows, strict=True):
+            key = row[2]
+            if key in new_srcs:
+                new_srcs.discard(key)  # a src twice in one batch was inserted once
+                inserted.append(t)
         return inserted
 
     def claim_tasks(self, job_ids: Sequence[int], limit: int, now: float | None = None) -> list[Task]:

@@ -1,0 +1,33 @@
+"""The store's batched writes: one executemany per planner batch must still say exactly which
+tasks were new (a re-plan after a crash counts only those), whatever else is in the queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ferry.transfers.options import JobOptions
+from ferry.transfers.store import NewTask, Store
+
+
+def _task(name: str, size: int = 1) -> NewTask:
+    return NewTask("file", f"/src/{name}", f"/dst/{name}", name, size, None)
+
+
+def test_add_tasks_reports_only_new_rows_with_other_jobs_and_repeats(tmp_path: Path) -> None:
+    store = Store(tmp_path / "queue.db")
+    try:
+        opts = JobOptions(recursive=True, on_conflict="overwrite")
+        a = store.create_job(["/src"], "/dst", opts, [("/src", "/dst", "src")])
+        b = store.create_job(["/src"], "/dst", opts, [("/src", "/dst", "src")])
+        first = [_task(f"f{i}") for i in range(5)]
+        assert store.add_tasks(a, first) == first
+        # Job b's rows get higher ids than a's: they must not count as new for a.
+        assert store.add_tasks(b, first[:3]) == first[:3]
+        mixed = [first[1], _task("new1"), first[4], _task("new2"), _task("new1"), _task("undecodable\udcff")]
+        assert store.add_tasks(a, mixed) == [mixed[1], mixed[3], mixed[5]]
+        assert store.add_tasks(a, mixed) == []
+        srcs = sorted(t.src for t in store.tasks(a))
+        assert srcs == sorted([*(t.src for t in first), "/src/new1", "/src/new2", "/src/undecodable\udcff"])
+        assert len(list(store.tasks(b))) == 3
+    finally:
+        store.close()
