@@ -56,6 +56,7 @@ TICK = 0.1
 IDLE_WAIT = 0.02  # the longest the coordinator waits for a result before looking at the store again
 BATCH_GAP = 0.01  # while results stream in, the least time between two writes of them
 POLL_JOBS = 0.5
+FIRST_PLAN_BATCH = 16  # tasks in the planner's first insert; each next one is 4x bigger up to plan_batch
 HEARTBEAT = 5.0
 
 
@@ -363,12 +364,15 @@ class Runner:
                 roots.append(Root(run.src, entry, run.dst, dst_path, rel))
             batch: list[NewTask] = []
             last = time.monotonic()
+            # Small first batches so the first files start at once; bigger ones after (each
+            # batch is one transaction).
+            size = min(FIRST_PLAN_BATCH, self.config.plan_batch)
             for task in expand(roots, run.cancel):
                 batch.append(task)
-                # Small first batches so the first files start at once; bigger ones after.
-                if len(batch) >= self.config.plan_batch or time.monotonic() - last > 0.2:
+                if len(batch) >= size or time.monotonic() - last > 0.2:
                     self._record_planned(run, batch)
                     batch, last = [], time.monotonic()
+                    size = min(size * 4, self.config.plan_batch)
             self._record_planned(run, batch)
             if not run.cancel.cancelled:
                 self.store.mark_planned(run.job.id)
