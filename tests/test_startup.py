@@ -1,6 +1,7 @@
-"""A short ``ferry cp`` pays only for what it uses: the parser and a local copy load no SDK,
-no watcher, no sharing code and no saved-sites/keychain module (each costs start-up time on
-every run), and the constants repeated to keep them out stay equal to the originals."""
+"""Every ``ferry`` run pays only for what it uses: building the parser and reading plain addresses
+load no SDK, no watcher, no sharing code, no saved-sites/keychain module and not the engine
+(each costs start-up time on every run), and the constants repeated to keep them out stay
+equal to the originals."""
 
 from __future__ import annotations
 
@@ -34,6 +35,12 @@ NOT_AT_START = (
     "ferry.credentials.sites",
     "ferry.credentials.keychain",
     "ctypes.util",
+    # The engine loads when a command runs a job ('ferry ls' and '--help' need none of it).
+    "sqlite3",
+    "ferry.transfers.store",
+    "ferry.transfers.scheduler",
+    "ferry.transfers.copy",
+    "ferry.transfers.planner",
 )
 
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ferry.core.units import format_size
-from ferry.transfers.planner import Root, expand
-from ferry.transfers.scheduler import RunConfig, Runner
-from ferry.transfers.store import Store, runner_id
+
+if TYPE_CHECKING:  # the engine is imported when a copy runs, not to build the parser
+    from ferry.transfers.planner import Root
 
 
 def register(sub: Any) -> None:
@@ -42,6 +42,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ferry.transfers.scheduler import RunConfig, Runner
+    from ferry.transfers.store import Store, runner_id
+
     sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
     pool = BackendPool()
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _dry_run(roots: list[Root], as_json: bool) -> int:
+    from ferry.transfers.planner import expand
+
     files = size = 0
     for task in expand(roots):
         if as_json:

@@ -99,7 +99,7 @@ def _report(shown: str, path: str, exc: BaseException) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ferry.credentials.sites import resolve_address
+    from ferry.cli.transfer_common import resolve as resolve_address
 
     failed = False
     with BackendPool() as pool:

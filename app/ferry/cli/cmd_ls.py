@@ -161,7 +161,7 @@ def to_json(e: Entry, address: Address) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ferry.credentials.sites import resolve_address
+    from ferry.cli.transfer_common import resolve as resolve_address
 
     address = resolve_address(args.path)
     with BackendPool() as pool:

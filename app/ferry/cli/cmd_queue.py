@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
@@ -16,8 +16,9 @@ from ferry.core.errors import FerryError, UsageError
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_size, parse_size
 from ferry.transfers.options import CONFLICT_POLICIES
-from ferry.transfers.scheduler import RunConfig, Runner, remove_partial
-from ferry.transfers.store import Job, Store
+
+if TYPE_CHECKING:  # the store and scheduler load when a queue command runs, not for every 'ferry'
+    from ferry.transfers.store import Job, Store
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -118,6 +119,8 @@ def register(sub: Any) -> None:
 
 
 def _store() -> Store:
+    from ferry.transfers.store import Store
+
     return Store()
 
 
@@ -316,6 +319,8 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         store.set_job_state(job.id, "cancelled", "cancelled by you")
         if not running:
             # No runner will clean up after it: remove partial files of interrupted tasks here.
+            from ferry.transfers.scheduler import remove_partial
+
             try:
                 with BackendPool() as pool:
                     dst = pool.get(parse_address(job.dest))
@@ -388,6 +393,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from ferry.transfers.scheduler import RunConfig, Runner
+
     config = RunConfig(
         **tc.parallel_config(args.parallel),
         bwlimit=parse_size(args.bwlimit) if args.bwlimit else None,

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import datetime
 from types import FrameType
-from typing import IO, Any, ClassVar, TextIO
+from typing import IO, TYPE_CHECKING, Any, ClassVar, TextIO
 
 from ferry.backends.registry import BackendPool
 from ferry.core.address import Address, parse_address
@@ -22,11 +22,15 @@ from ferry.core.hashing import VERIFY_MODES
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_duration, format_rate, format_size, parse_size
-from ferry.transfers.copy import Conflict
 from ferry.transfers.options import CONFLICT_HELP, CONFLICT_POLICIES, JobOptions
-from ferry.transfers.planner import Root, resolve_roots
-from ferry.transfers.scheduler import Runner, RunSummary
-from ferry.transfers.store import NewTask, Store, Task, TaskResult
+
+if TYPE_CHECKING:
+    # The engine (scheduler, store, copy, planner and sqlite3) is imported by the commands that
+    # run jobs, when they run: 'ferry ls' or 'ferry --help' starts without it.
+    from ferry.transfers.copy import Conflict
+    from ferry.transfers.planner import Root
+    from ferry.transfers.scheduler import Runner, RunSummary
+    from ferry.transfers.store import NewTask, Store, Task, TaskResult
 
 
 def add_job_options(p: argparse.ArgumentParser, *, timing: bool) -> None:
@@ -148,6 +152,8 @@ def prepare_job(
     sources: list[str], dest: str, recursive: bool, pool: BackendPool
 ) -> tuple[list[Address], Address, list[Root]]:
     """Parse and validate a copy request; raises UsageError (and changes nothing) if it is bad."""
+    from ferry.transfers.planner import resolve_roots
+
     if not sources:
         raise UsageError("Give at least one source and a destination")
     src_addrs = [resolve(s) for s in sources]
