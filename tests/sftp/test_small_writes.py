@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 import ferry.backends.sftp as sftp_mod
+from ferry.backends import sftp_small
 from ferry.backends.base import temp_name
 from ferry.backends.sftp_small import SMALL_MAX, SmallFileWriter
-from ferry.core.errors import AlreadyExists, NotFound
+from ferry.core.errors import AlreadyExists, NotFound, Transient
 from helpers import describe, file_digests, file_events, partials, result_event
 from sftp.conformance_site import sftp_backend
 from sftp.tcp_proxy import TcpProxy
@@ -196,3 +197,146 @@ def test_connection_cut_among_small_files_loses_and_repeats_nothing(sshd: SshSer
         assert not partials(remote)
     finally:
         proxy.close()
+
+
+# ---- answers without a round trip (sftp_small.KnownNames) ----
+
+
+def _lstats(backend: Any, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """Count the LSTAT requests the backend sends from now on."""
+    seen: list[bytes] = []
+    real = sftp_mod.SFTPBackend.stat
+
+    def counting(self: Any, path: str) -> Any:
+        with self._host.sftp() as c:
+            if not getattr(c, "_counted", False):
+                inner = c.lstat
+
+                def lstat(p: bytes) -> Any:
+                    seen.append(p)
+                    return inner(p)
+
+                c.lstat = lstat
+                c._counted = True
+        return real(self, path)
+
+    monkeypatch.setattr(sftp_mod.SFTPBackend, "stat", counting)
+    return seen
+
+
+def test_new_folder_answers_absent_but_never_for_a_name_ferry_wrote(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = sshd.mkdir()
+    fresh = str(folder / "new")
+    backend.mkdir(fresh)
+    lstats = _lstats(backend, monkeypatch)
+    with pytest.raises(NotFound):
+        backend.stat(fresh + "/a")  # answered from what this process knows
+    assert lstats == []
+    _upload(backend, folder / "new" / "a", b"written", "1")
+    assert backend.stat(fresh + "/a").size == 7  # a name Ferry wrote is always asked for
+    backend.mkdir(fresh + "/sub")
+    assert backend.stat(fresh + "/sub").is_dir
+    backend.symlink("a", fresh + "/ln")
+    assert backend.stat(fresh + "/ln").link_target == "a"
+    assert len(lstats) == 3
+    # A folder that existed before is never assumed empty.
+    (folder / "old").mkdir()
+    (folder / "old" / "x").write_bytes(b"there")
+    sshd.chown(folder / "old")
+    backend.mkdir(str(folder / "old"))
+    assert backend.stat(str(folder / "old" / "x")).size == 5
+
+
+def test_new_folder_knowledge_expires_and_is_dropped_on_rename(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = sshd.mkdir()
+    backend.mkdir(str(folder / "n1"))
+    backend.mkdir(str(folder / "n2"))
+    (folder / "n1" / "theirs").write_bytes(b"x")
+    (folder / "n2" / "theirs").write_bytes(b"y")
+    names = sftp_small.known(backend._host)
+    assert names.absent(str(folder / "n1" / "theirs"))  # within FRESH: the accepted blind spot
+    monkeypatch.setattr(sftp_small, "FRESH", 0.0)
+    assert backend.stat(str(folder / "n1" / "theirs")).size == 1
+    monkeypatch.setattr(sftp_small, "FRESH", 10.0)
+    backend.mkdir(str(folder / "n3"))
+    _upload(backend, folder / "n3" / "f", b"z", "2")
+    backend.rename(str(folder / "n3" / "f"), str(folder / "n3" / "g"))
+    assert backend.stat(str(folder / "n2" / "theirs")).size == 1  # a rename forgets it all
+
+
+def test_a_name_touched_before_its_folder_is_recorded_is_still_asked_for() -> None:
+    """Workers race: a file's writer may note its name just before another worker's mkdir of
+    the folder is recorded as fresh. That name must still be asked for."""
+    now = [100.0]
+    names = sftp_small.KnownNames(clock=lambda: now[0])
+    names.touch("/d/f")
+    names.created_folder("/d")
+    assert not names.absent("/d/f")
+    assert names.absent("/d/g")
+    now[0] += sftp_small.FRESH + 0.1
+    assert not names.absent("/d/g")
+
+
+def test_a_listed_file_is_stat_once_without_asking(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = sshd.mkdir()
+    (folder / "f").write_bytes(b"12345")
+    sshd.chown(folder / "f")
+    listed = {e.name: e for e in backend.list(str(folder))}
+    lstats = _lstats(backend, monkeypatch)
+    assert backend.stat(str(folder / "f")) == listed["f"]
+    assert lstats == []
+    (folder / "f").write_bytes(b"1234567")  # changed since: the next stat asks the server
+    assert backend.stat(str(folder / "f")).size == 7
+    assert len(lstats) == 1
+
+
+def test_download_of_many_small_files_is_exact(sshd: SshServer, tmp_path: Path) -> None:
+    ferry = ferry_with(tmp_path, alias_block(sshd, "small"), known_line(sshd))
+    remote = sshd.mkdir()
+    want = small_tree(remote / "many", 80)
+    sshd.chown(remote)
+    res = ferry("cp", "-r", "--json", f"small:{remote}/many", tmp_path / "back")
+    assert res.returncode == 0, describe(res)
+    files = [e for e in file_events(res.stdout).values() if e.get("kind", "file") == "file"]
+    assert len(files) == 80 and all(e["state"] == "done" and "sha256 match" in e["verified"] for e in files)
+    assert file_digests(tmp_path / "back") == want
+    for rel in want:  # times preserved from the listing's attributes
+        assert (tmp_path / "back" / rel).stat().st_mtime == int((remote / "many" / rel).stat().st_mtime)
+
+
+@pytest.mark.parametrize("renamed", [True, False])
+def test_connection_dropped_at_commit(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch, renamed: bool
+) -> None:
+    """The link dies with the RENAME sent. If the server did it, the file is in place and the
+    commit succeeds (a retry would otherwise meet "its own" file as a conflict); if not, the
+    commit fails as a dropped connection and the partial file is still there to retry."""
+    import paramiko
+
+    folder = sshd.mkdir()
+    real = sftp_mod._setstat_then
+
+    def drop(client: Any, *args: Any) -> None:
+        if renamed:
+            real(client, *args)
+        backend._host._transport.close()
+        raise paramiko.SSHException("Server connection dropped")
+
+    w = backend.open_write(str(folder / "c"), size=5, token="21", readback="sha256")
+    w.write(b"hello")
+    w.finish()
+    monkeypatch.setattr(sftp_mod, "_setstat_then", drop)
+    if renamed:
+        w.commit(overwrite=False)
+        assert (folder / "c").read_bytes() == b"hello"
+        assert not partials(folder)
+    else:
+        with pytest.raises(Transient):
+            w.commit(overwrite=False)
+        assert not (folder / "c").exists() and len(partials(folder)) == 1

@@ -1311,7 +1311,10 @@ class SFTPBackend(Backend):
         return path
 
     def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
+        from ferry.backends import sftp_small
+
         path = self._abs(path)
+        names = sftp_small.known(self._host)
         links: list[Entry] = []
         with self._host.sftp() as c:
             try:
@@ -1327,6 +1330,7 @@ class SFTPBackend(Backend):
                         # No other request on this channel while READDIRs are in flight: later.
                         links.append(entry)
                         continue
+                    names.listed(entry)  # the copy's stat of a file just listed needs no round trip
                     yield entry
                 for entry in links:
                     yield replace(entry, link_target=_text(c.readlink(_b(entry.path))))
@@ -1359,7 +1363,15 @@ class SFTPBackend(Backend):
         return err
 
     def stat(self, path: str) -> Entry:
+        from ferry.backends import sftp_small  # answers known without a round trip (see there)
+
         path = self._abs(path)
+        names = sftp_small.known(self._host)
+        if names.absent(path):
+            raise NotFound(f"No such file or folder: {self.display(path)}")
+        listed = names.take_listed(path)
+        if listed is not None:
+            return listed
         with self._host.sftp() as c:
             try:
                 attr = c.lstat(_b(path))
@@ -1380,6 +1392,7 @@ class SFTPBackend(Backend):
     ) -> SFTPWriter:
         from ferry.backends import sftp_small  # small files: three round trips, not six
 
+        sftp_small.known(self._host).touch(self._abs(path))
         if sftp_small.is_small(size):
             return sftp_small.SmallFileWriter(self, self._abs(path), token, readback)
         return SFTPWriter(self, self._abs(path), token, resume, readback, size)
@@ -1399,10 +1412,13 @@ class SFTPBackend(Backend):
                     except FileNotFoundError:
                         todo.append(parent)
                         parent = posixpath.dirname(parent)
+            names = sftp_small.known(self._host)
             for p in reversed(todo):
                 self._host.known_dirs.discard(p)
+                names.touch(p)
                 try:
                     c.mkdir(_b(p))
+                    names.created_folder(p)  # empty but for what Ferry writes into it
                 except OSError as exc:
                     try:
                         attr = c.stat(_b(p))
@@ -1469,6 +1485,9 @@ class SFTPBackend(Backend):
         return req.digest
 
     def symlink(self, target: str, path: str) -> None:
+        from ferry.backends import sftp_small
+
+        sftp_small.known(self._host).touch(path)
         with self._host.sftp() as c:
             try:
                 c.symlink(_b(target), _b(path))

@@ -21,16 +21,27 @@ source and verification still covers every byte. The read-back hashes what the *
 
 from __future__ import annotations
 
+import logging
 import posixpath
+import stat as stat_mod
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ferry.backends import sftp as _sftp
-from ferry.backends.base import temp_name
+from ferry.backends.base import Entry, Kind, temp_name
 from ferry.backends.sftp import SFTPWriter, _b, _map_error
+from ferry.core.errors import Transient
 from ferry.core.hashing import new_hasher
 
 if TYPE_CHECKING:
     from ferry.backends.sftp import SFTPBackend
+
+log = logging.getLogger("ferry.sftp")
 
 # One WRITE and one READ at SFTP's portable request size (32 KiB), whatever the server is;
 # bigger files keep the general writer (resume, remote hash for big ones, its own tests).
@@ -161,3 +172,130 @@ class SmallFileWriter(SFTPWriter):
                 self._flight(False)
             except Exception as exc:
                 raise _map_error(exc, self.final_path) from exc
+
+    def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        try:
+            super().commit(overwrite=overwrite, mtime=mtime)
+        except Transient:
+            if not self._renamed_before_the_drop():
+                raise
+            log.info("the connection dropped after %s was renamed into place; it is there", self.final_path)
+
+    def _renamed_before_the_drop(self) -> bool:
+        """The connection dropped while committing: did the server do the RENAME before it went?
+        If so, a retry would find "its own" file in the way and apply the conflict policy to
+        it. It did when the partial name (it carries this task's token; only this rename takes
+        it away) is gone and the final name holds a regular file of exactly the bytes written
+        (which were verified before the rename was sent). Asked on a fresh connection."""
+        try:
+            with self.backend._host.sftp() as c:
+                try:
+                    c.lstat(_b(self.temp_path))
+                    return False
+                except FileNotFoundError:
+                    pass
+                attr = c.lstat(_b(self.final_path))
+                return stat_mod.S_ISREG(attr.st_mode or 0) and attr.st_size == self._written
+        except Exception:
+            return False
+
+
+# ---- answers without a round trip ----
+#
+# A small file's copy starts with a stat: of the source (a download: the copy wants the size and
+# time as they are now) or of the destination (an upload: is the name taken?). Against a host
+# that is a round trip per file, a third of a small download's and a quarter of a small upload's.
+# Two things this process already knows answer most of them:
+#
+# * a file's attributes from the listing the planner made moments ago (READDIR returns them):
+#   used once, then forgotten, and only for FRESH seconds, so a retried file asks the server;
+# * a folder this process created itself moments ago holds only the names this process wrote
+#   into it: any other name is absent. Every name Ferry may create there (a writer's final name,
+#   a folder, a link, a rename's target) is noted *before* the request goes out, so a name that
+#   might exist is always asked for. If another program puts a file into such a folder within
+#   FRESH seconds, nothing is overwritten: the commit's RENAME never replaces, so that file ends
+#   "already exists" instead of following the conflict policy.
+
+FRESH = 10.0  # seconds a listing's attributes or a new folder's emptiness is trusted
+_LISTED_MAX = 8192  # attributes kept from listings (the oldest go first)
+
+
+class KnownNames:
+    """What one host's connection knows about names without asking (see above)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._fresh: dict[str, float] = {}  # folders created here -> when
+        # Every name Ferry may have created -> when. Kept for all folders, fresh or not: a worker
+        # may touch a name just before another worker's mkdir of its folder is recorded.
+        self._touched: dict[str, float] = {}
+        self._listed: OrderedDict[str, tuple[Entry, float]] = OrderedDict()
+
+    def _prune(self, now: float) -> None:
+        # A touch matters only while its folder is fresh: FRESH seconds after a creation that
+        # came at most moments after the touch. Twice that is a wide margin.
+        if len(self._fresh) > 4096:
+            self._fresh = {p: t for p, t in self._fresh.items() if now - t <= FRESH}
+        if len(self._touched) > 50_000:
+            self._touched = {n: t for n, t in self._touched.items() if now - t <= 2 * FRESH}
+
+    def created_folder(self, path: str) -> None:
+        with self._lock:
+            now = self._clock()
+            self._prune(now)
+            self._fresh[path.rstrip("/") or "/"] = now
+
+    def touch(self, path: str) -> None:
+        """``path`` may exist from now on: always ask the server about it."""
+        path = path.rstrip("/") or "/"
+        with self._lock:
+            now = self._clock()
+            self._prune(now)
+            self._touched[path] = now
+            self._listed.pop(path, None)
+
+    def absent(self, path: str) -> bool:
+        path = path.rstrip("/") or "/"
+        with self._lock:
+            made = self._fresh.get(posixpath.dirname(path))
+            if made is None or path in self._touched:
+                return False
+            if self._clock() - made > FRESH:
+                del self._fresh[posixpath.dirname(path)]
+                return False
+            return True
+
+    def listed(self, entry: Entry) -> None:
+        if entry.kind is not Kind.FILE:
+            return
+        with self._lock:
+            self._listed[entry.path] = (entry, self._clock())
+            if len(self._listed) > _LISTED_MAX:
+                self._listed.popitem(last=False)
+
+    def take_listed(self, path: str) -> Entry | None:
+        with self._lock:
+            got = self._listed.pop(path, None)
+        if got is None or self._clock() - got[1] > FRESH:
+            return None
+        return got[0]
+
+    def forget(self) -> None:
+        with self._lock:
+            self._fresh.clear()
+            self._touched.clear()
+            self._listed.clear()
+
+
+_known: weakref.WeakKeyDictionary[Any, KnownNames] = weakref.WeakKeyDictionary()
+_known_lock = threading.Lock()
+
+
+def known(host: Any) -> KnownNames:
+    """The :class:`KnownNames` of one host connection (``sftp._Host``)."""
+    with _known_lock:
+        k = _known.get(host)
+        if k is None:
+            k = _known[host] = KnownNames()
+        return k
