@@ -117,8 +117,11 @@ def _is_aws(endpoint: str | None) -> bool:
 
 
 def make_session(settings: S3Settings) -> Any:
-    import boto3
+    """A botocore session: credentials and profiles resolve exactly as with boto3's (which wraps
+    this same object), without importing boto3 and s3transfer, a good part of every S3 command's
+    start-up; Ferry uses neither boto3's resources nor its transfer manager."""
     import botocore.exceptions
+    import botocore.session
 
     try:
         if settings.access_key_id:
@@ -127,14 +130,19 @@ def make_session(settings: S3Settings) -> Any:
                     f"Site '{settings.site}' names access key {settings.access_key_id} but the keychain holds "
                     "no secret key for it (ferry sites add ... --password stores it)"
                 )
-            return boto3.session.Session(
-                aws_access_key_id=settings.access_key_id,
-                aws_secret_access_key=settings.secret_key,
-                region_name=settings.region,
-            )
-        return boto3.session.Session(profile_name=settings.profile, region_name=settings.region)
+            session = botocore.session.Session()
+            session.set_credentials(settings.access_key_id, settings.secret_key)
+        else:
+            session = botocore.session.Session(profile=settings.profile)
+            if settings.profile is not None and settings.profile not in session.available_profiles:
+                raise botocore.exceptions.ProfileNotFound(profile=settings.profile)
+        if settings.region is not None:
+            session.set_config_variable("region", settings.region)
+        _ = session.get_scoped_config()  # a broken or missing profile fails here, as boto3's did
+        return session
     except botocore.exceptions.ProfileNotFound:
-        raise UsageError(f"AWS profile '{settings.profile}' is not in ~/.aws/config or ~/.aws/credentials") from None
+        name = settings.profile or os.environ.get("AWS_PROFILE") or os.environ.get("AWS_DEFAULT_PROFILE")
+        raise UsageError(f"AWS profile '{name}' is not in ~/.aws/config or ~/.aws/credentials") from None
 
 
 def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
@@ -165,7 +173,7 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
             tcp_keepalive=True,
             s3=s3cfg or None,  # type: ignore[arg-type]
         )
-        client = session.client("s3", endpoint_url=settings.endpoint_url, config=cfg)
+        client = session.create_client("s3", endpoint_url=settings.endpoint_url, config=cfg)
         _cache_user_agent(client)
         return client
 
