@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +16,7 @@ import pytest
 from ferry.backends.s3 import S3Backend
 from ferry.backends.s3_write import S3Writer
 from ferry.core.address import Address
-from ferry.core.errors import AlreadyExists, AuthError, NotFound
+from ferry.core.errors import AlreadyExists, AuthError, NotFound, UsageError
 from s3.conftest import make_backend
 from s3.servers import S3Server, aws_env
 
@@ -148,3 +150,41 @@ def test_it_can_be_switched_off(server: S3Server, bucket: str, monkeypatch: pyte
         assert b.stat("x").size == 4
     finally:
         b.close()
+
+
+def test_a_named_profile_reaches_its_endpoint(rclone: S3Server, tmp_path: Path) -> None:
+    """Credentials and endpoint from ~/.aws files, as the AWS tools read them (no boto3 session)."""
+    from s3.servers import ACCESS_KEY, SECRET_KEY
+
+    bucket = rclone.new_bucket()
+    config = tmp_path / "config"
+    config.write_text(f"[profile lab]\nregion = us-east-1\nendpoint_url = {rclone.endpoint}\n")
+    creds = tmp_path / "credentials"
+    creds.write_text(f"[lab]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+    with aws_env(rclone):
+        for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+            del os.environ[name]
+        os.environ["AWS_CONFIG_FILE"] = str(config)
+        os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(creds)
+        b = S3Backend(Address("s3", "", host=bucket))
+        b.settings = replace(b.settings, profile="lab")
+        try:
+            _put(b, "via-profile.txt", b"profile")
+            assert b.stat("via-profile.txt").size == 7
+        finally:
+            b.close()
+        nowhere = S3Backend(Address("s3", "", host=bucket))
+        nowhere.settings = replace(nowhere.settings, profile="no-such-profile")
+        with pytest.raises(UsageError, match="no-such-profile"):
+            nowhere.stat("x")
+
+
+def test_multipart_parts_go_by_the_lean_path_and_the_etag_still_checks(server: S3Server, backend: S3Backend) -> None:
+    backend.use_part_size(5 << 20)
+    data = os.urandom((11 << 20) + 123)  # three parts
+    sent = _Sent(backend)
+    note = _put(backend, "multi/part.bin", data)
+    assert "Content-MD5 of 3 parts" in note and "multipart ETag" in note
+    assert sent.fast == ["PUT multi/part.bin"] * 3  # the parts; create and complete are botocore's
+    got = server.client().get_object(Bucket=backend.bucket, Key="multi/part.bin")["Body"].read()
+    assert got == data

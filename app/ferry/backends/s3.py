@@ -275,6 +275,19 @@ class S3Backend(Backend):
         kw = {"Range": byte_range} if byte_range else {}
         return self.client.get_object(Bucket=self.bucket, Key=key, **kw)
 
+    def upload_part(self, key: str, upload_id: str, number: int, body: bytes, content_md5: str | None) -> Any:
+        """One part of a multipart upload: the lean path, else botocore."""
+        fast = self.fast
+        if fast is not None and fast.enabled:
+            try:
+                return fast.upload_part(self.bucket, key, upload_id, number, body, content_md5)
+            except Fallback:
+                pass
+        kw = {"ContentMD5": content_md5} if content_md5 else {}
+        return self.client.upload_part(
+            Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, **kw
+        )
+
     def put_object(self, key: str, body: bytes, kw: Mapping[str, Any]) -> Any:
         """PutObject in one request: the lean path, else botocore (which also words every error)."""
         fast = self.fast

@@ -226,14 +226,7 @@ class S3Writer(Writer):
             digest = hashlib.md5(chunk).digest() if self._verify else None
             kw: dict[str, Any] = {"ContentMD5": _b64(digest)} if digest is not None else {}
             try:
-                resp = self._b.client.upload_part(
-                    Bucket=self._b.bucket,
-                    Key=self.final_path,
-                    UploadId=self._upload_id,
-                    PartNumber=n,
-                    Body=chunk,
-                    **kw,
-                )
+                resp = self._b.upload_part(self.final_path, str(self._upload_id), n, chunk, kw.get("ContentMD5"))
             except Exception as exc:
                 raise map_error(
                     exc, f"uploading part {n} of {self._b.display(self.final_path)}", bucket=self._b.bucket
