@@ -1045,22 +1045,13 @@ class SFTPWriter(Writer):
         self._client = client
         self._closed = False
         try:
-            if resume:
-                try:
-                    self.offset = client.stat(_b(self.temp_path)).st_size or 0
-                except OSError:
-                    resume = False
-            # Readable too when verifying: a small file is read back on this same handle.
-            mode = "r+b" if resume else ("w+b" if readback else "wb")
-            self._f = client.open(_b(self.temp_path), mode, bufsize=1 << 20)
-            if resume:
-                self._f.seek(self.offset)
-                if self.offset and readback:
-                    # Shown in the file's record (the copy path adds it to "sha256 match").
-                    self.verified_note = (
-                        f"resumed after {self.offset} bytes already on the server; that prefix was checked "
-                        f"by the {readback} of the whole file as the server holds it"
-                    )
+            self._f = self._open(client, resume, readback is not None)
+            if resume and self.offset and readback:
+                # Shown in the file's record (the copy path adds it to "sha256 match").
+                self.verified_note = (
+                    f"resumed after {self.offset} bytes already on the server; that prefix was checked "
+                    f"by the {readback} of the whole file as the server holds it"
+                )
             self._handle: bytes = self._f.handle
             self._step = backend._host.request_size
             self._pending: deque[tuple[int, int]] = deque()  # (request, end offset) of unacknowledged WRITEs
@@ -1070,6 +1061,49 @@ class SFTPWriter(Writer):
         except BaseException as exc:
             self._cm.__exit__(type(exc), exc, None)
             raise _map_error(exc, final_path) from exc
+
+    def _open(self, client: Any, resume: bool, readable: bool) -> Any:
+        """OPEN the partial file (readable too when verifying: a small file is read back on this
+        handle). Resuming, a STAT goes out in the same flight: the server creates the file if it
+        is missing, then says how much it holds (one round trip, was two)."""
+        import paramiko
+        from paramiko.sftp import (
+            CMD_ATTRS,
+            CMD_HANDLE,
+            CMD_OPEN,
+            CMD_STAT,
+            SFTP_FLAG_CREATE,
+            SFTP_FLAG_READ,
+            SFTP_FLAG_TRUNC,
+            SFTP_FLAG_WRITE,
+        )
+        from paramiko.sftp_attr import SFTPAttributes
+
+        path = _b(self.temp_path)
+        flags = SFTP_FLAG_WRITE | SFTP_FLAG_CREATE | (SFTP_FLAG_READ if readable or resume else 0)
+        if not resume:
+            flags |= SFTP_FLAG_TRUNC
+        n_open = client._async_request(type(None), CMD_OPEN, path, flags, SFTPAttributes())
+        n_stat = client._async_request(type(None), CMD_STAT, path) if resume else None
+        failure: BaseException | None = None
+        handle = b""
+        try:  # both replies are read whatever happens: the channel stays in step
+            t, msg = client._read_response(n_open)
+            if t != CMD_HANDLE:
+                raise OSError(errno.EIO, "Expected a file handle")
+            handle = msg.get_binary()
+        except Exception as exc:
+            failure = exc
+        if n_stat is not None:
+            try:
+                t, msg = client._read_response(n_stat)
+                if t == CMD_ATTRS and failure is None:
+                    self.offset = SFTPAttributes._from_msg(msg).st_size or 0  # type: ignore[attr-defined]
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+        return paramiko.SFTPFile(client, handle, "r+b" if readable or resume else "wb", 1 << 20)
 
     def _start_follower(self, algo: str) -> None:
         tool = self.backend._host.hash_tools.get(algo)
@@ -1133,8 +1167,9 @@ class SFTPWriter(Writer):
         """Hash what the server now holds by reading it back on the open handle: the READs go
         out right behind the last WRITEs (the server answers in order) and need no remote
         process, no exec channel and no batch to wait for, where a remote hash costs a process
-        start per batch (small files spent most of their time waiting for it)."""
-        from paramiko.sftp import CMD_DATA, CMD_READ, int64
+        start per batch (small files spent most of their time waiting for it). The CLOSE goes
+        out behind the READs: one wait for all of it, and the handle is closed."""
+        from paramiko.sftp import CMD_CLOSE, CMD_DATA, CMD_READ, int64
 
         from ferry.core.hashing import new_hasher
 
@@ -1145,6 +1180,8 @@ class SFTPWriter(Writer):
             (client._async_request(type(None), CMD_READ, f.handle, int64(o), min(step, size - o)), o)
             for o in range(0, size, step)
         ]
+        close = client._async_request(type(None), CMD_CLOSE, f.handle)
+        f._closed = self._closed = True
         hasher = new_hasher(algo)
         got = 0
         failure: BaseException | None = None
@@ -1164,6 +1201,10 @@ class SFTPWriter(Writer):
                 pass  # the file is shorter than what was written: the size check below says so
             except Exception as exc:
                 failure = failure or exc
+        try:
+            client._read_response(close)
+        except Exception as exc:
+            failure = failure or exc
         if failure is not None:
             raise failure
         if got != size:
