@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 
 TICK = 0.1
 IDLE_WAIT = 0.02  # the longest the coordinator waits for a result before looking at the store again
-BATCH_GAP = 0.01  # while results stream in, the least time between two writes of them
+BATCH_GAP = 0.02  # while results stream in, the least time between two writes of them (as the old tick)
 POLL_JOBS = 0.5
 FIRST_PLAN_BATCH = 16  # tasks in the planner's first insert; each next one is 4x bigger up to plan_batch
 HEARTBEAT = 5.0
