@@ -384,6 +384,17 @@ class LocalBackend(Backend):
             raise _map_error(exc, path) from exc
         return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
 
+    def stat_or_none(self, path: str) -> Entry | None:
+        """``stat``, but None when nothing is there. The copier asks this of every destination
+        before writing it; building, raising and catching NotFound cost more than the lstat."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
+
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
         try:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller

@@ -95,6 +95,10 @@ def run_task(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
 
 
 def _stat_or_none(backend: Backend, path: str) -> Entry | None:
+    fast = getattr(backend, "stat_or_none", None)  # the local disk answers without an exception
+    if fast is not None:
+        found: Entry | None = fast(path)
+        return found
     try:
         return backend.stat(path)
     except NotFound:
