@@ -21,6 +21,10 @@ server (sshd's reaped per-connection processes).
 
     .venv/bin/python benchmarks/bench_sftp.py --quick
     .venv/bin/python benchmarks/bench_sftp.py --workloads large,small --runs 3 --json out.json
+
+``--baseline DIR`` adds ``ferry@before``: the same ``ferry cp -r`` run from another source tree
+(``DIR`` holds the ``ferry`` package, e.g. a ``git archive`` of an earlier commit's ``app/``),
+interleaved with the rest, so a change is measured under the same load as the peers.
 """
 
 from __future__ import annotations
@@ -100,8 +104,9 @@ class Result:
 
 
 class Bench:
-    def __init__(self, server: SshServer, work: Path) -> None:
+    def __init__(self, server: SshServer, work: Path, baseline: str | None = None) -> None:
         self.server = server
+        self.baseline = baseline
         self.work = work
         self.home = work / "home"
         ssh = self.home / ".ssh"
@@ -193,6 +198,11 @@ def tools(b: Bench, src: Path, remote: Path, local: Path, up: bool) -> dict[str,
         ),
         "sftp -b": lambda: ["sftp", "-q", *cfg, "-b", str(batch), "bench"],
     }
+    if b.baseline:
+        before = ["env", f"PYTHONPATH={b.baseline}", *ferry]
+        out["ferry@before"] = lambda: (
+            [*before, str(src), f"bench:{remote}/"] if up else [*before, f"bench:{rsrc}", f"{local}/"]
+        )
     if RCLONE:
         out["rclone"] = lambda: (
             [RCLONE, "copy", str(src), f"{b.rclone_remote}{remote}/{name}"]
@@ -279,6 +289,7 @@ def main() -> int:
     ap.add_argument("--tools", default="", help="comma-separated subset (default: all)")
     ap.add_argument("--dir", default=None, help="working folder (default: a temp folder)")
     ap.add_argument("--json", default=None, help="write raw timings here")
+    ap.add_argument("--baseline", default=None, help="also run 'ferry cp' from this source tree (ferry@before)")
     args = ap.parse_args()
     q = args.quick
     workloads = {
@@ -295,7 +306,7 @@ def main() -> int:
     try:
         with SshServer() as server:
             log(f"sshd on {server.host}:{server.port}, user {server.user}; rclone: {RCLONE or 'not found'}")
-            b = Bench(server, work)
+            b = Bench(server, work, args.baseline)
             for w in chosen:
                 w.make(work / "data")
                 for direction in args.directions.split(","):
