@@ -340,3 +340,24 @@ def test_connection_dropped_at_commit(
         with pytest.raises(Transient):
             w.commit(overwrite=False)
         assert not (folder / "c").exists() and len(partials(folder)) == 1
+
+
+def test_known_names_stay_bounded() -> None:
+    now = [0.0]
+    names = sftp_small.KnownNames(clock=lambda: now[0])
+    for i in range(120_000):
+        now[0] = i / 1000  # 1,000 names a second
+        names.touch(f"/d/f{i}")
+    assert len(names._touched) <= 2 * 50_000
+    assert not names.absent("/d/f119999")
+    for i in range(10_000):
+        names.listed(sftp_mod._entry(f"/l/f{i}", f"f{i}", _file_attr()))
+    assert len(names._listed) == sftp_small._LISTED_MAX
+
+
+def _file_attr() -> Any:
+    from paramiko.sftp_attr import SFTPAttributes
+
+    a = SFTPAttributes()
+    a.st_mode, a.st_size, a.st_mtime = 0o100644, 1, 0
+    return a

@@ -231,14 +231,19 @@ class KnownNames:
         # may touch a name just before another worker's mkdir of its folder is recorded.
         self._touched: dict[str, float] = {}
         self._listed: OrderedDict[str, tuple[Entry, float]] = OrderedDict()
+        self._prune_fresh_at = 4096
+        self._prune_touched_at = 50_000
 
     def _prune(self, now: float) -> None:
         # A touch matters only while its folder is fresh: FRESH seconds after a creation that
-        # came at most moments after the touch. Twice that is a wide margin.
-        if len(self._fresh) > 4096:
+        # came at most moments after the touch. Twice that is a wide margin. The next prune waits
+        # until the table has doubled, so a fast run never pays for one per name.
+        if len(self._fresh) > self._prune_fresh_at:
             self._fresh = {p: t for p, t in self._fresh.items() if now - t <= FRESH}
-        if len(self._touched) > 50_000:
+            self._prune_fresh_at = max(4096, 2 * len(self._fresh))
+        if len(self._touched) > self._prune_touched_at:
             self._touched = {n: t for n, t in self._touched.items() if now - t <= 2 * FRESH}
+            self._prune_touched_at = max(50_000, 2 * len(self._touched))
 
     def created_folder(self, path: str) -> None:
         with self._lock:
