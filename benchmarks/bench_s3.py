@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -82,14 +83,32 @@ class Bench:
         self.bucket = server.new_bucket()
         self.env = _env(server, work / "home")
         self.loads: list[float] = []
+        self.last_cpu = 0.0
+        self.last_server_cpu = 0.0
+        self.cpu: dict[str, list[tuple[float, float]]] = {}  # tool -> (tool CPU s, server CPU s) per run
         # s5cmd reads no AWS_ENDPOINT_URL; it needs the flag.
         self.s5cmd = [str(BIN / "s5cmd"), "--endpoint-url", server.endpoint]
 
+    def server_cpu(self) -> float:
+        """CPU seconds the rclone server has used so far (user + system), from /proc."""
+        proc = self.server.proc
+        try:
+            fields = Path(f"/proc/{proc.pid if proc else 0}/stat").read_text().rsplit(")", 1)[1].split()
+            return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            return 0.0
+
     def run(self, cmd: list[str], cwd: Path | None = None) -> float:
         self.loads.append(os.getloadavg()[0])
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        server = self.server_cpu()
         t = time.perf_counter()
         res = subprocess.run(cmd, env=self.env, cwd=cwd, capture_output=True, text=True, check=False)
         took = time.perf_counter() - t
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        # Which side was busy: the tool's own CPU, and the server's, over the same run.
+        self.last_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+        self.last_server_cpu = self.server_cpu() - server
         if res.returncode != 0:
             raise RuntimeError(f"{cmd[0]} failed ({res.returncode}): {res.stderr[-800:]}")
         return took
@@ -160,28 +179,46 @@ class Bench:
         finally:
             shutil.rmtree(out, ignore_errors=True)
 
+    def take_cpu(self) -> dict[str, list[tuple[float, float]]]:
+        cpu, self.cpu = self.cpu, {}
+        return cpu
+
     def interleaved(self, tools: list[str], once: Callable[[str], float]) -> dict[str, list[float]]:
         times: dict[str, list[float]] = {t: [] for t in tools}
         for _ in range(self.runs):
             for t in tools:
                 try:
                     times[t].append(once(t))
+                    self.cpu.setdefault(t, []).append((self.last_cpu, self.last_server_cpu))
                 except RuntimeError as exc:
                     print(f"  {t}: FAILED {exc}", file=sys.stderr)
         return times
 
 
-def report(title: str, times: dict[str, list[float]], amount: float, unit: str, targets: dict[str, float]) -> None:
+def report(
+    title: str,
+    times: dict[str, list[float]],
+    amount: float,
+    unit: str,
+    targets: dict[str, float],
+    cpu: dict[str, list[tuple[float, float]]] | None = None,
+) -> None:
     print(f"\n## {title}")
-    print(f"| tool | median s | {unit} | Ferry / tool | target |")
-    print("|---|---|---|---|---|")
+    print(f"| tool | median s | {unit} | Ferry / tool | target | tool CPU s | server CPU s |")
+    print("|---|---|---|---|---|---|---|")
     med = {t: statistics.median(v) for t, v in times.items() if v}
     ferry = med.get("ferry")
     for t, m in med.items():
         rate = amount / m
         ratio = "" if t == "ferry" or ferry is None else f"{m / ferry:.2f}x"
         target = f">= {targets[t]:.1f}x" if t in targets else ""
-        print(f"| {t} | {m:.2f} (min {min(times[t]):.2f}, max {max(times[t]):.2f}) | {rate:.1f} | {ratio} | {target} |")
+        runs = (cpu or {}).get(t, [])
+        tool_cpu = f"{statistics.median(c for c, _ in runs):.2f}" if runs else ""
+        server_cpu = f"{statistics.median(c for _, c in runs):.2f}" if runs else ""
+        print(
+            f"| {t} | {m:.2f} (min {min(times[t]):.2f}, max {max(times[t]):.2f}) | {rate:.1f} | {ratio} | {target} "
+            f"| {tool_cpu} | {server_cpu} |"
+        )
 
 
 def main() -> int:
@@ -204,26 +241,38 @@ def main() -> int:
             make_big(work / "big" / "big.bin", big)
         if "big" in args.cases:
             t = bench.interleaved(peers, lambda tool: bench.up(tool, work / "big" / "big.bin", True))
-            report(f"one {big // MiB} MiB object, upload", t, big / 1e6, "MB/s", {})
+            report(f"one {big // MiB} MiB object, upload", t, big / 1e6, "MB/s", {}, bench.take_cpu())
             prefix = bench.seed(work / "big" / "big.bin", True)
+            bench.take_cpu()
             t = bench.interleaved(peers, lambda tool: bench.down(tool, prefix, "big.bin"))
-            report(f"one {big // MiB} MiB object, download", t, big / 1e6, "MB/s", {"s5cmd": 0.8})
+            report(f"one {big // MiB} MiB object, download", t, big / 1e6, "MB/s", {"s5cmd": 0.8}, bench.take_cpu())
         if "mid" in args.cases:
             make_tree(work / "mid", mid_n, MiB)
             mid_peers = ["ferry", "s5cmd", "aws", "rclone"]  # boto3 one file at a time is no peer here
             t = bench.interleaved(mid_peers, lambda tool: bench.up(tool, work / "mid", False))
-            report(f"{mid_n} x 1 MiB, upload", t, mid_n * MiB / 1e6, "MB/s", {"aws": 1.0, "rclone": 1.0})
+            report(
+                f"{mid_n} x 1 MiB, upload", t, mid_n * MiB / 1e6, "MB/s", {"aws": 1.0, "rclone": 1.0}, bench.take_cpu()
+            )
             prefix = bench.seed(work / "mid", False)
+            bench.take_cpu()
             t = bench.interleaved(mid_peers, lambda tool: bench.down(tool, prefix, None))
-            report(f"{mid_n} x 1 MiB, download", t, mid_n * MiB / 1e6, "MB/s", {"aws": 1.0, "rclone": 1.0})
+            report(
+                f"{mid_n} x 1 MiB, download",
+                t,
+                mid_n * MiB / 1e6,
+                "MB/s",
+                {"aws": 1.0, "rclone": 1.0},
+                bench.take_cpu(),
+            )
         if "small" in args.cases:
             make_tree(work / "small", small_n, 4096)
             small_peers = ["ferry", "s5cmd", "aws", "rclone"]  # boto3 one by one would take minutes
             t = bench.interleaved(small_peers, lambda tool: bench.up(tool, work / "small", False))
-            report(f"{small_n} x 4 KiB, upload", t, small_n, "files/s", {"s5cmd": 0.7})
+            report(f"{small_n} x 4 KiB, upload", t, small_n, "files/s", {"s5cmd": 0.7}, bench.take_cpu())
             prefix = bench.seed(work / "small", False)
+            bench.take_cpu()
             t = bench.interleaved(small_peers, lambda tool: bench.down(tool, prefix, None))
-            report(f"{small_n} x 4 KiB, download", t, small_n, "files/s", {"s5cmd": 0.7})
+            report(f"{small_n} x 4 KiB, download", t, small_n, "files/s", {"s5cmd": 0.7}, bench.take_cpu())
         if "verify" in args.cases:
             times: dict[str, list[float]] = {"ferry": [], "ferry-noverify": []}
             for _ in range(args.runs):

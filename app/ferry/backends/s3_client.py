@@ -178,14 +178,35 @@ def make_client(session: Any, settings: S3Settings, pool_size: int) -> Any:
         return client
 
     try:
-        client = build(settings.addressing)
-        if settings.addressing is None and not _is_aws(client.meta.endpoint_url):
+        addressing = settings.addressing
+        if addressing is None:
+            configured = settings.endpoint_url or _configured_endpoint(session)
+            if configured and not _is_aws(configured):
+                addressing = "path"  # known before building: one client built, not two (~50 ms)
+        client = build(addressing)
+        if addressing is None and not _is_aws(client.meta.endpoint_url):
             # A custom store (MinIO, Ceph, rclone, moto) on an IP or plain host name: virtual-hosted
             # names like bucket.127.0.0.1 do not resolve, so path-style is the only safe default.
             client = build("path")
     except Exception as exc:
         raise map_error(exc, "connecting to S3") from exc
     return client
+
+
+def _configured_endpoint(session: Any) -> str | None:
+    """The endpoint botocore will use for S3 from the environment or the profile
+    (AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, a profile's endpoint_url), or None when it cannot
+    tell: then the client is built and asked, as before."""
+    try:
+        from botocore.configprovider import ConfiguredEndpointProvider
+
+        provider = ConfiguredEndpointProvider(
+            full_config=session.full_config, scoped_config=session.get_scoped_config(), client_name="s3"
+        )
+        found = provider.provide()
+    except Exception:
+        return None
+    return str(found) if found else None
 
 
 def _cache_user_agent(client: Any) -> None:
