@@ -31,3 +31,20 @@ def test_add_tasks_reports_only_new_rows_with_other_jobs_and_repeats(tmp_path: P
         assert len(list(store.tasks(b))) == 3
     finally:
         store.close()
+
+
+def test_opening_a_current_queue_takes_no_write_lock(tmp_path: Path) -> None:
+    """A 'ferry cp' starting beside a runner in the middle of a write must not wait for it."""
+    import sqlite3
+
+    path = tmp_path / "queue.db"
+    Store(path).close()  # created at the current schema
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process writing
+    try:
+        store = Store(path)  # would wait for the lock (then fail) if it migrated under one
+        assert store.jobs() == []
+        store.close()
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()

@@ -323,6 +323,8 @@ class Store:
         # The version is read inside the write transaction: two processes (or a GUI and its
         # runner thread) opening a fresh queue at once must not both create the tables.
         with self._lock:
+            if self._db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION:
+                return  # the usual start: nothing to do, so no write lock to wait for
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 version = self._db.execute("PRAGMA user_version").fetchone()[0]
