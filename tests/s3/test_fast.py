@@ -188,3 +188,21 @@ def test_multipart_parts_go_by_the_lean_path_and_the_etag_still_checks(server: S
     assert sent.fast == ["PUT multi/part.bin"] * 3  # the parts; create and complete are botocore's
     got = server.client().get_object(Bucket=backend.bucket, Key="multi/part.bin")["Body"].read()
     assert got == data
+
+
+def test_a_proxy_leaves_requests_to_botocore(server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
+    b = make_backend(server, bucket)
+    try:
+        assert b.fast is None  # botocore would go through the proxy; the lean path never bypasses it
+    finally:
+        b.close()
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # ... unless the endpoint is exempt, as for botocore
+    b = make_backend(server, bucket)
+    try:
+        assert b.fast is not None
+        _put(b, "direct", b"data")
+    finally:
+        b.close()

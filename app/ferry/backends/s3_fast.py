@@ -90,13 +90,36 @@ def fast_path_for(client: Any, session: Any) -> FastS3 | None:
     parts = urlsplit(client.meta.endpoint_url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         return None
+    if _proxied(client, parts.scheme, parts.hostname):
+        return None  # botocore's proxy handling (and its exceptions) stay in charge
+    ca_bundle = None
+    try:
+        ca_bundle = session.get_config_variable("ca_bundle")
+    except Exception:
+        pass
     return FastS3(
-        parts.scheme, parts.netloc, parts.path.rstrip("/"), region, creds, timeout=client.meta.config.read_timeout
+        parts.scheme,
+        parts.netloc,
+        parts.path.rstrip("/"),
+        region,
+        creds,
+        timeout=client.meta.config.read_timeout,
+        ca_bundle=ca_bundle,
     )
 
 
 class FastS3:
-    def __init__(self, scheme: str, netloc: str, base_path: str, region: str, creds: Any, *, timeout: float) -> None:
+    def __init__(
+        self,
+        scheme: str,
+        netloc: str,
+        base_path: str,
+        region: str,
+        creds: Any,
+        *,
+        timeout: float,
+        ca_bundle: str | None = None,
+    ) -> None:
         self.scheme = scheme
         self.netloc = netloc
         self.base_path = base_path
@@ -109,6 +132,7 @@ class FastS3:
         self.enabled = True
         self.sent: Callable[[str, str], None] | None = None  # (method, key) of each request answered
         self._ssl: ssl.SSLContext | None = None
+        self._ca_bundle = ca_bundle
 
     # -- connections: one keep-alive connection per thread --
     def _conn(self) -> http.client.HTTPConnection:
@@ -116,7 +140,7 @@ class FastS3:
         if conn is None:
             if self.scheme == "https":
                 if self._ssl is None:
-                    self._ssl = _ssl_context()
+                    self._ssl = _ssl_context(self._ca_bundle)
                 conn = http.client.HTTPSConnection(self.netloc, timeout=self._timeout, context=self._ssl)
             else:
                 conn = http.client.HTTPConnection(self.netloc, timeout=self._timeout)
@@ -304,9 +328,21 @@ def _shape(headers: Mapping[str, str], length: int) -> dict[str, Any]:
     return out
 
 
-def _ssl_context() -> ssl.SSLContext:
-    """Certificates as botocore finds them: AWS_CA_BUNDLE, else certifi's bundle, else the system's."""
-    bundle = os.environ.get("AWS_CA_BUNDLE")
+def _proxied(client: Any, scheme: str, host: str) -> bool:
+    """Whether botocore would reach this endpoint through a proxy (its config or the environment)."""
+    if getattr(client.meta.config, "proxies", None):
+        return True
+    import urllib.request
+
+    if urllib.request.proxy_bypass(host):
+        return False
+    return bool(urllib.request.getproxies().get(scheme))
+
+
+def _ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+    """Certificates as botocore finds them: the profile's ca_bundle or AWS_CA_BUNDLE, else certifi's
+    bundle, else the system's."""
+    bundle = ca_bundle or os.environ.get("AWS_CA_BUNDLE")
     if not bundle:
         try:
             import certifi
