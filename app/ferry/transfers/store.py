@@ -276,6 +276,10 @@ def _task(row: Sequence[object]) -> Task:
     return t
 
 
+_INSERT_SQL = "INSERT OR IGNORE INTO tasks (job_id, kind, src, dst, rel, size, mtime_us, extra, state, error) VALUES "
+_INSERT_ROW = "(?,?,?,?,?,?,?,?,?,?)"
+_INSERT_CHUNK = 500  # 10 parameters each: well under SQLite's 32,766 parameters per statement
+
 # finish_tasks: VALUES columns are column1 (task id), column2 (state), ... column11 (dst).
 _FINISH_ROW = "(?,?,?,?,?,?,?,?,?,?,?)"
 _FINISH_CHUNK = 500  # 11 parameters each: well under SQLite's 32,766 parameters per statement
@@ -484,28 +488,26 @@ class Store:
         """
         if not tasks:
             return []
-        sql = (
-            "INSERT OR IGNORE INTO tasks (job_id, kind, src, dst, rel, size, mtime_us, extra, state, error) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        )
         rows = [
             (job_id, t.kind, enc(t.src), enc(t.dst), enc(t.rel), t.size, t.mtime_us, t.extra, t.state, t.error)
             for t in tasks
         ]
-        # One executemany, not an execute per row: each call hands the GIL over and back, which
-        # starved the workers while a big tree was being planned.
+        # Multi-row INSERTs of a few hundred rows each, not an execute (or executemany) per row:
+        # sqlite3 hands the GIL away around every statement step, and a step per row traded it
+        # with the workers thousands of times while a big tree was being planned.
         with self._tx() as db:
             last = db.execute("SELECT COALESCE(MAX(id), 0) FROM tasks").fetchone()[0]
             before = db.total_changes
-            db.executemany(sql, rows)
+            for i in range(0, len(rows), _INSERT_CHUNK):
+                part = rows[i : i + _INSERT_CHUNK]
+                db.execute(_INSERT_SQL + ",".join([_INSERT_ROW] * len(part)), [x for row in part for x in row])
             if db.total_changes - before == len(rows):
                 return list(tasks)  # the usual case: every task is new
             # A re-plan after a crash: rows already present were ignored. The new ones are those
             # above the highest id before this insert (ids are allocated upwards, and this
             # transaction is the only writer).
             new_srcs = {
-                bytes(r[0])
-                for r in db.execute("SELECT src FROM tasks WHERE job_id = ? AND id > ?", (job_id, last))
+                bytes(r[0]) for r in db.execute("SELECT src FROM tasks WHERE job_id = ? AND id > ?", (job_id, last))
             }
         inserted: list[NewTask] = []
         for t, row in zip(tasks, rows, strict=True):
