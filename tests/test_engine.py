@@ -145,10 +145,11 @@ def test_corruption_twice_fails_loudly(site: MemSite, store: Store, verify: str)
 
 
 def test_pause_resume_cancel_act_within_a_second(site: MemSite, store: Store, ferry: Ferry) -> None:
-    a_data, b_data = os.urandom(16 * MiB), os.urandom(4 * MiB)
+    a_data, b_data = os.urandom(16 * MiB), os.urandom(8 * MiB)
     site.put("/src/a.bin", a_data)
     site.put("/src/b.bin", b_data)
-    # Each job limited to 2 MiB/s, so both are still running when we act on them.
+    # Each job limited to 2 MiB/s, so both are still running when we act on them (B needs 4 s:
+    # at 2 s it could finish before a 'ferry queue pause' started on a loaded machine landed).
     job_a = mem_job(store, [site.url("/src/a.bin")], site.url("/dst/"), bwlimit=2 * MiB)
     job_b = mem_job(store, [site.url("/src/b.bin")], site.url("/dst/"), bwlimit=2 * MiB)
     rec = Recorder()
