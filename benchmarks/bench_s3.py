@@ -12,6 +12,12 @@ peers, the targets from issue 4, and the load average seen. Cases:
 
     .venv/bin/python benchmarks/bench_s3.py --quick            # a few minutes
     .venv/bin/python benchmarks/bench_s3.py big mid --runs 3   # the issue's sizes
+    .venv/bin/python benchmarks/bench_s3.py --quick small --baseline /tmp/old/app --tools s5cmd,rclone
+
+``--baseline`` runs a second Ferry from another source tree (``git archive OLDREV app | tar -x``)
+in the same rounds, as ``ferry-base``: before/after ratios that the machine's load cannot skew.
+Each table also gives the tool's CPU seconds and the server's over the same runs, which says
+which side was the bottleneck.
 """
 
 from __future__ import annotations
@@ -83,6 +89,7 @@ class Bench:
         self.bucket = server.new_bucket()
         self.env = _env(server, work / "home")
         self.loads: list[float] = []
+        self.base_env: dict[str, str] | None = None  # --baseline: Ferry from another source tree
         self.last_cpu = 0.0
         self.last_server_cpu = 0.0
         self.cpu: dict[str, list[tuple[float, float]]] = {}  # tool -> (tool CPU s, server CPU s) per run
@@ -98,12 +105,12 @@ class Bench:
         except (OSError, IndexError, ValueError):
             return 0.0
 
-    def run(self, cmd: list[str], cwd: Path | None = None) -> float:
+    def run(self, cmd: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> float:
         self.loads.append(os.getloadavg()[0])
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         server = self.server_cpu()
         t = time.perf_counter()
-        res = subprocess.run(cmd, env=self.env, cwd=cwd, capture_output=True, text=True, check=False)
+        res = subprocess.run(cmd, env=env or self.env, cwd=cwd, capture_output=True, text=True, check=False)
         took = time.perf_counter() - t
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         # Which side was busy: the tool's own CPU, and the server's, over the same run.
@@ -123,9 +130,10 @@ class Bench:
         prefix = f"up-{tool}-{uuid.uuid4().hex[:8]}"
         dst = f"s3://{self.bucket}/{prefix}/"
         try:
-            if tool == "ferry":
+            if tool in ("ferry", "ferry-base"):
                 args = ["cp", "--verify", verify, "--on-conflict", "overwrite", "--parallel", "16"]
-                return self.run([str(BIN / "ferry"), *args, *(["-r"] if not single else []), str(src), dst])
+                cmd = [str(BIN / "ferry"), *args, *(["-r"] if not single else []), str(src), dst]
+                return self.run(cmd, env=self.base_env if tool == "ferry-base" else None)
             if tool == "s5cmd":
                 return self.run([*self.s5cmd, "cp", str(src) if single else f"{src}/*", dst])
             if tool == "aws":
@@ -154,11 +162,12 @@ class Bench:
         out = self.work / f"down-{tool}-{uuid.uuid4().hex[:8]}"
         src = f"s3://{self.bucket}/{prefix}/" + (name or "")
         try:
-            if tool == "ferry":
+            if tool in ("ferry", "ferry-base"):
                 args = ["cp", "--on-conflict", "overwrite", "--parallel", "16"]
+                env = self.base_env if tool == "ferry-base" else None
                 if name:
-                    return self.run([str(BIN / "ferry"), *args, src, str(out / name)])
-                return self.run([str(BIN / "ferry"), *args, "-r", src.rstrip("/"), str(out)])
+                    return self.run([str(BIN / "ferry"), *args, src, str(out / name)], env=env)
+                return self.run([str(BIN / "ferry"), *args, "-r", src.rstrip("/"), str(out)], env=env)
             if tool == "s5cmd":
                 return self.run([*self.s5cmd, "cp", src if name else src + "*", f"{out}/"])
             if tool == "aws":
@@ -227,11 +236,25 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller workloads (a few minutes in all)")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=None, help="scratch folder (default: a temporary one)")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="another checkout's app/ folder: its Ferry runs too, interleaved, as 'ferry-base' (before/after)",
+    )
+    ap.add_argument("--tools", default=None, help="comma-separated subset of tools to run (default: all)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="ferry-bench-s3-"))
     server = S3Server("rclone", cache_dirs=True).start()
     bench = Bench(server, work, args.runs)
-    peers = ["ferry", "s5cmd", "aws", "rclone", "boto3"]
+    if args.baseline:
+        bench.base_env = {**bench.env, "PYTHONPATH": str(Path(args.baseline).resolve())}
+    base = ["ferry-base"] if args.baseline else []
+    chosen = set(args.tools.split(",")) | {"ferry"} if args.tools else None
+
+    def pick(tools: list[str]) -> list[str]:
+        return [t for t in ["ferry", *base, *tools[1:]] if chosen is None or t in chosen or t == "ferry-base"]
+
+    peers = pick(["ferry", "s5cmd", "aws", "rclone", "boto3"])
     big = (256 if args.quick else 2048) * MiB
     mid_n = 200 if args.quick else 1000
     small_n = 1000 if args.quick else 10_000
@@ -248,7 +271,7 @@ def main() -> int:
             report(f"one {big // MiB} MiB object, download", t, big / 1e6, "MB/s", {"s5cmd": 0.8}, bench.take_cpu())
         if "mid" in args.cases:
             make_tree(work / "mid", mid_n, MiB)
-            mid_peers = ["ferry", "s5cmd", "aws", "rclone"]  # boto3 one file at a time is no peer here
+            mid_peers = pick(["ferry", "s5cmd", "aws", "rclone"])  # boto3 one file at a time is no peer here
             t = bench.interleaved(mid_peers, lambda tool: bench.up(tool, work / "mid", False))
             report(
                 f"{mid_n} x 1 MiB, upload", t, mid_n * MiB / 1e6, "MB/s", {"aws": 1.0, "rclone": 1.0}, bench.take_cpu()
@@ -266,7 +289,7 @@ def main() -> int:
             )
         if "small" in args.cases:
             make_tree(work / "small", small_n, 4096)
-            small_peers = ["ferry", "s5cmd", "aws", "rclone"]  # boto3 one by one would take minutes
+            small_peers = pick(["ferry", "s5cmd", "aws", "rclone"])  # boto3 one by one would take minutes
             t = bench.interleaved(small_peers, lambda tool: bench.up(tool, work / "small", False))
             report(f"{small_n} x 4 KiB, upload", t, small_n, "files/s", {"s5cmd": 0.7}, bench.take_cpu())
             prefix = bench.seed(work / "small", False)
