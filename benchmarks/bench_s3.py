@@ -297,12 +297,18 @@ def main() -> int:
             t = bench.interleaved(small_peers, lambda tool: bench.down(tool, prefix, None))
             report(f"{small_n} x 4 KiB, download", t, small_n, "files/s", {"s5cmd": 0.7}, bench.take_cpu())
         if "verify" in args.cases:
-            times: dict[str, list[float]] = {"ferry": [], "ferry-noverify": []}
+            # With --baseline the old tree's pair runs in the same rounds: its on/off ratio is the
+            # "before" under the very same load.
+            ferries = ["ferry", "ferry-base"] if args.baseline else ["ferry"]
+            times: dict[str, list[float]] = {}
+            cpu: dict[str, list[tuple[float, float]]] = {}
             for _ in range(args.runs):
-                times["ferry"].append(bench.up("ferry", work / "big" / "big.bin", True, "sha256"))
-                times["ferry-noverify"].append(bench.up("ferry", work / "big" / "big.bin", True, "none"))
+                for f in ferries:
+                    for name, verify in ((f, "sha256"), (f"{f}-noverify", "none")):
+                        times.setdefault(name, []).append(bench.up(f, work / "big" / "big.bin", True, verify))
+                        cpu.setdefault(name, []).append((bench.last_cpu, bench.last_server_cpu))
             report("verification on (ferry) vs off (ferry-noverify), big upload; target on/off <= 1.1x", times,
-                   big / 1e6, "MB/s", {})  # fmt: skip
+                   big / 1e6, "MB/s", {}, cpu)  # fmt: skip
         loads = bench.loads
         print(f"\nload average (1 min) during runs: median {statistics.median(loads):.1f}, max {max(loads):.1f}")
     finally:

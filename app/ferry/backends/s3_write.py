@@ -79,6 +79,10 @@ class S3Writer(Writer):
         self._slot = slot
         self._verify = readback is not None
         self._hasher = new_hasher(readback) if readback else None
+        # Set when the copy lends its own hash of the stream (see share_stream_hasher): the same
+        # bytes are then hashed once, not by the copy and again here.
+        self._lent: Any = None
+        self._fed = False  # any byte handed to write() or feed_prefix() yet
         self._readback = readback
         self._part_size = choose_part_size(size, backend.settings.part_size)
         self._buf = bytearray()
@@ -156,10 +160,29 @@ class S3Writer(Writer):
             self._slot.save(self._state())
             self._stateful = True
 
+    def share_stream_hasher(self, hasher: Any) -> None:
+        """Take the copy's hash of the stream instead of hashing every byte a second time.
+
+        The copy updates ``hasher`` with exactly the bytes it then hands to :meth:`feed_prefix` and
+        :meth:`write`, so a hash kept here would be the same digest at twice the CPU (SHA-256 of a
+        big upload was most of what verification cost). What checks the *destination* is unchanged:
+        the server verifies each body's Content-MD5, and commit compares the returned ETags with the
+        MD5s computed here. Only before the first byte: a hash half-fed here would be wrong.
+        """
+        if self._hasher is None or self._fed:
+            return  # not verifying, or bytes already went through our own hasher: keep it
+        self._lent, self._hasher = hasher, None
+
+    def _stream_digest(self) -> str | None:
+        if self._lent is not None:
+            return str(self._lent.hexdigest())
+        return self._hasher.hexdigest() if self._hasher is not None else None
+
     def feed_prefix(self, data: bytes | bytearray | memoryview) -> None:
         """Resuming: the source's bytes for the parts already uploaded, re-read by the copy. Each
         part's MD5 must still match the part the server holds (else the source changed)."""
         view = memoryview(data).cast("B")
+        self._fed = True
         if self._hasher is not None:
             self._hasher.update(view)
         while view:
@@ -188,6 +211,7 @@ class S3Writer(Writer):
             raise ValueError("write to a committed or aborted writer")
         if self._failed is not None:
             raise self._failed
+        self._fed = True
         if self._hasher is not None:
             self._hasher.update(data)
         self._buf += data
@@ -269,7 +293,7 @@ class S3Writer(Writer):
                 chunk, self._buf = bytes(self._buf), bytearray()
                 self._submit(chunk)
             self._wait_parts()
-        return self._hasher.hexdigest() if self._hasher is not None else None
+        return self._stream_digest()
 
     # -- landing --
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
@@ -311,15 +335,14 @@ class S3Writer(Writer):
             if self._readback == "sha256":
                 # The stream hasher saw exactly these bytes (a single PUT has no resumed prefix):
                 # its digest is the body's, no second pass over it.
-                sha = (
-                    bytes.fromhex(self._hasher.hexdigest())
-                    if self._hasher is not None
-                    else hashlib.sha256(body).digest()
-                )
+                stream = self._stream_digest()
+                sha = bytes.fromhex(stream) if stream is not None else hashlib.sha256(body).digest()
                 kw["ChecksumSHA256"] = _b64(sha)
                 meta["ferry-sha256"] = sha.hex()
-            elif self._hasher is not None:
-                meta[f"ferry-{self._readback}"] = self._hasher.hexdigest()
+            else:
+                stream = self._stream_digest()
+                if stream is not None:
+                    meta[f"ferry-{self._readback}"] = stream
         if mtime is not None:
             meta["mtime"] = f"{mtime.timestamp():.9f}"  # rclone's convention: seconds since the epoch
         if meta:

@@ -304,6 +304,11 @@ def _transfer(
                 src_hash = None
             else:
                 hasher = new_hasher(algo) if algo else None
+                share = getattr(writer, "share_stream_hasher", None)
+                if hasher is not None and share is not None:
+                    # A writer whose destination check is its own (S3: Content-MD5 and ETags) takes
+                    # this stream hash rather than hashing the same bytes a second time.
+                    share(hasher)
                 chunk = ctx.limiters.chunk_hint(CHUNK) if ctx.limiters else CHUNK
                 # A buffer no bigger than the file needs (one byte over, so the read that finds
                 # the end is not a second full-size one): allocating and zeroing 1 MiB for each
