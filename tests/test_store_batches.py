@@ -48,3 +48,34 @@ def test_opening_a_current_queue_takes_no_write_lock(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_results_read_the_same_with_or_without_update_from(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """SQLite before 3.33 has no UPDATE ... FROM: the one-statement-per-row path must agree."""
+    import ferry.transfers.store as store_module
+    from ferry.transfers.store import TaskResult
+
+    seen = []
+    for batched in (True, False):
+        monkeypatch.setattr(store_module, "_UPDATE_FROM", batched)
+        store = Store(tmp_path / f"queue-{batched}.db")
+        try:
+            job = store.create_job(["/src"], "/dst", JobOptions(recursive=True), [("/src", "/dst", "src")])
+            store.add_tasks(job, [_task(f"f{i}") for i in range(4)])
+            ids = sorted(t.id for t in store.tasks(job))
+            store.finish_tasks(
+                [
+                    TaskResult(ids[0], "done", 1, "sha256", "ab", "sha256"),
+                    TaskResult(ids[1], "failed", 3, error_kind="io", error="disk full"),
+                    TaskResult(ids[2], "queued", 1, not_before=5.0),
+                    TaskResult(ids[2], "done", 2, "sha256", "cd", "size", dst="/dst/f2 (1)"),  # the last one wins
+                ]
+            )
+            seen.append(
+                sorted((t.src, t.state, t.attempts, t.hash, t.verified, t.error, t.dst) for t in store.tasks(job))
+            )
+        finally:
+            store.close()
+    assert seen[0] == seen[1]
+    assert ("/src/f2", "done", 2, "cd", "size", None, "/dst/f2 (1)") in seen[0]
+    assert ("/src/f1", "failed", 3, None, None, "disk full", "/dst/f1") in seen[0]

@@ -290,6 +290,13 @@ _FINISH_SQL = (
     "interrupted = CASE WHEN v.column2 = 'queued' THEN tasks.interrupted ELSE 0 END "
     "FROM (VALUES {values}) AS v WHERE tasks.id = v.column1"
 )
+# UPDATE ... FROM needs SQLite 3.33 (2020); older libraries take the same rows one statement each.
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
+_FINISH_ONE = (
+    "UPDATE tasks SET state = ?2, attempts = ?3, hash_algo = ?4, hash = ?5, verified = ?6, error_kind = ?7, "
+    "error = ?8, not_before = ?9, finished = ?10, dst = COALESCE(?11, dst), "
+    "interrupted = CASE WHEN ?2 = 'queued' THEN interrupted ELSE 0 END WHERE id = ?1"
+)
 
 
 class StoreError(FerryError):
@@ -309,6 +316,14 @@ class Store:
         self.path = path or default_store_path()
         ensure_private_dir(self.path.parent)
         self._lock = threading.RLock()
+        # task_resume() reads through connections of its own, one per concurrent caller, taken from
+        # and put back on a free list (list.pop/append need no lock): in WAL mode a reader never
+        # waits for the writer. Sixteen S3 workers each asking once per file had queued behind every
+        # results transaction on the writer's lock (over half of their time on small files); one
+        # shared reader under a lock of its own only moved the queue (its holder waits for the GIL).
+        self._idle_readers: list[sqlite3.Connection] = []
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._reader_lock = threading.Lock()  # guards _reader_conns only
         try:
             self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -350,6 +365,11 @@ class Store:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._reader_lock:
+            conns, self._reader_conns = self._reader_conns, []
+            self._idle_readers = []
+        for conn in conns:
+            conn.close()
 
     def _write(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
         with self._lock:
@@ -574,6 +594,9 @@ class Store:
             for r in latest.values()
         ]
         with self._tx() as db:
+            if not _UPDATE_FROM:
+                db.executemany(_FINISH_ONE, rows)
+                return
             # One UPDATE ... FROM (VALUES ...) per few hundred results rather than executemany:
             # sqlite3 hands the GIL away around every statement step, and with a step per row the
             # coordinator and the workers traded it thousands of times a second on small files.
@@ -606,11 +629,22 @@ class Store:
 
     # ---- protocol state kept for resuming (see migration 2) ----
     def task_resume(self, task_id: int) -> dict[str, object] | None:
-        with self._lock:
-            row = self._db.execute("SELECT data FROM task_resume WHERE task_id = ?", (task_id,)).fetchone()
-        if row is None:
+        idle = self._idle_readers
+        try:
+            reader = idle.pop()
+        except IndexError:
+            reader = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            reader.execute("PRAGMA busy_timeout=30000")
+            with self._reader_lock:
+                self._reader_conns.append(reader)
+        try:
+            # fetchall, not fetchone: a statement left open would pin an old snapshot of the table.
+            rows = reader.execute("SELECT data FROM task_resume WHERE task_id = ?", (task_id,)).fetchall()
+        finally:
+            idle.append(reader)
+        if not rows:
             return None
-        data: dict[str, object] = json.loads(row[0])
+        data: dict[str, object] = json.loads(rows[0][0])
         return data
 
     def set_task_resume(self, task_id: int, data: dict[str, object] | None) -> None:
