@@ -92,7 +92,9 @@ class S3Writer(Writer):
         self._next_part = 1
         self._lock = threading.Lock()
         self._futures: list[Future[None]] = []
-        self._inflight = threading.BoundedSemaphore(backend.settings.part_concurrency)
+        # Made by the first part: a single PUT never needs it, and a semaphore (a Condition
+        # underneath) per small file was a measurable part of the writer's set-up.
+        self._inflight: threading.BoundedSemaphore | None = None
         self._failed: BaseException | None = None
         self._done = False
         self._copy_source: tuple[str, int] | None = None
@@ -237,6 +239,8 @@ class S3Writer(Writer):
             self._start_upload()
         n = self._next_part
         self._next_part += 1
+        if self._inflight is None:
+            self._inflight = threading.BoundedSemaphore(self._b.settings.part_concurrency)
         self._inflight.acquire()  # bounds memory: at most part_concurrency parts queued per file
         if self._failed is not None:
             self._inflight.release()
@@ -269,6 +273,7 @@ class S3Writer(Writer):
                 self._failed = exc
             raise
         finally:
+            assert self._inflight is not None
             self._inflight.release()
 
     def _wait_parts(self) -> None:
