@@ -22,6 +22,7 @@ from sshd import SshServer
 def backend(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     # Same code paths at test sizes: "big" from 64 KiB, the follower stepping every 100,003 bytes.
     monkeypatch.setattr(sftp_mod, "READBACK_MAX", 64 << 10)
+    monkeypatch.setattr(sftp_mod, "FOLLOW_MIN", 64 << 10)
     monkeypatch.setattr(hash_mod, "FOLLOW_STEP", 100_003)
     config = sshd.ssh_config(tmp_path / "ssh_config", "follow")
     b = sftp_backend(sshd, config, "follow")

@@ -34,6 +34,7 @@ def test_small_upload_is_read_back_without_a_remote_process(
 ) -> None:
     folder = sshd.mkdir()
     data = os.urandom(300_000)  # more than one 255 KiB request
+    monkeypatch.setattr(sftp_mod, "READBACK_MAX", 4 << 20)  # read-back over several requests
     monkeypatch.setattr(backend._host.hasher, "hash", no_remote_hash)
     w = backend.open_write(str(folder / "a.bin"), size=len(data), token="1", readback="sha256")
     w.write(data[:100_000])
@@ -64,6 +65,7 @@ def test_read_back_sees_what_the_server_holds(backend: Any, sshd: SshServer, mon
 
 def test_bigger_files_use_the_remote_tool(backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sftp_mod, "READBACK_MAX", 1000)
+    monkeypatch.setattr(sftp_mod, "FOLLOW_MIN", 1000)
     assert backend.capabilities.readback
     tool = backend._host.hash_tools["sha256"]
     if shutil.which("openssl"):  # the server is this machine
@@ -85,6 +87,14 @@ def test_bigger_files_use_the_remote_tool(backend: Any, sshd: SshServer, monkeyp
     assert w.finish() == hashlib.sha256(data).hexdigest()
     w.commit(overwrite=False)
     assert calls == []  # the size was known: the tool followed the upload (tests/sftp/test_follow_hash.py)
+    # Known, but under FOLLOW_MIN: hashed by the batched remote tool after it closes.
+    monkeypatch.setattr(sftp_mod, "FOLLOW_MIN", 1 << 20)
+    w = backend.open_write(str(folder / "m.bin"), size=len(data), token="5", readback="sha256")
+    w.write(data)
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.commit(overwrite=False)
+    assert calls == [tool]
+    calls.clear()
     # Size unknown: no follower, the finished file is hashed by the (batched) remote tool.
     w = backend.open_write(str(folder / "d.bin"), size=None, token="4", readback="sha256")
     w.write(data)
