@@ -116,3 +116,29 @@ def test_globus_collections_of_a_logged_in_user_are_listed_from_the_service(
     assert set(by_address) == {f"globus://{mine}/~/", f"globus://{other}/~/"}  # each once
     assert by_address[f"globus://{mine}/~/"].label == "Ada's laptop"
     assert all(p.group == "globus" for p in places)
+
+
+def test_the_picker_shows_the_place_the_pane_is_in_and_never_one_it_has_left(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, tmp_path: Path
+) -> None:
+    from ferry.ui.sites_menu import Place
+    from ui.helpers_ui import fill_memory
+
+    data = tmp_path / "data"
+    (data / "inner" / "deeper").mkdir(parents=True)
+    fill_memory("picker", "/shared", 2)
+    pane = window.active
+    pane.extra_places = [
+        Place("Data", str(data), "demo"),
+        Place("Data, inner", str(data / "inner"), "demo"),
+        Place("Remote store", "memory://picker/shared", "demo"),
+    ]
+    pane.reload_places()
+    pane.navigate(str(data / "inner" / "deeper"))
+    assert pane.site.currentText() == "Data, inner"  # the closest place that holds it
+    pane.navigate(str(data))
+    assert pane.site.currentText() == "Data"
+    pane.navigate("memory://picker/shared")
+    assert pane.site.currentText() == "Remote store"
+    pane.navigate("memory://elsewhere/x")
+    assert pane.site.currentIndex() == -1 and pane.site.placeholderText() == "Other location"

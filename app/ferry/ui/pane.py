@@ -313,7 +313,40 @@ class Pane(QWidget):
                 self.site.addItem(p.label, p.address)
                 self.site.setItemData(self.site.count() - 1, p.tooltip, Qt.ItemDataRole.ToolTipRole)
             del name
+        self._place_addresses: dict[str, Address | None] = {}
+        self.site.setPlaceholderText("Other location")
         self.site.blockSignals(False)
+        if self.address is not None:
+            self._sync_site(self.address)
+
+    def _sync_site(self, address: Address) -> None:
+        """Show in the picker the place the pane is in (the one whose folder holds it most
+        closely), or "Other location": never a place the pane has left."""
+        best, best_len = -1, -1
+        for i in range(self.site.count()):
+            data = self.site.itemData(i)
+            if not data or str(data).startswith(AWS_PROFILE_PREFIX):
+                continue
+            cache = getattr(self, "_place_addresses", None)
+            if cache is None:
+                cache = self._place_addresses = {}
+            if data not in cache:
+                try:
+                    cache[data] = self.resolve(str(data))
+                except Exception:
+                    cache[data] = None
+            place = cache[data]
+            if place is None or place.scheme != address.scheme or place.host != address.host:
+                continue
+            root = place.path.rstrip("/\\") if place.path not in ("/", "") else ""
+            sep = os.sep if address.is_local else "/"
+            inside = address.path == place.path or root == "" or address.path.startswith(root + sep)
+            if inside and len(root) > best_len:
+                best, best_len = i, len(root)
+        if best != self.site.currentIndex():
+            self.site.blockSignals(True)
+            self.site.setCurrentIndex(best)
+            self.site.blockSignals(False)
 
     def _site_chosen(self, index: int) -> None:
         target = self.site.itemData(index)
@@ -375,6 +408,7 @@ class Pane(QWidget):
         gen = self.generation
         cancel = self._cancel = CancelToken()
         self.address = address
+        self._sync_site(address)
         self.error_text = ""
         self.message.hide()
         self.crumbs.set_address(address)
