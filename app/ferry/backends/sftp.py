@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
 from ferry.backends.sftp_hash import FollowingHash, HashBatcher, follow_command
@@ -1008,6 +1008,42 @@ class _Reader:
         self.close()
 
 
+def read_back_replies(
+    client: Any, reads: list[int], close: int, hasher: Any | None, size: int, failure: BaseException | None
+) -> str | None:
+    """Collect the replies of a read-back (READs sent behind the last WRITEs, then CLOSE): every
+    reply is read even after a failure, so the channel stays in step for the next file; the
+    first failure is raised after that. Returns the digest of the bytes the server sent back,
+    ``short:N`` when it held fewer than ``size`` (equal to no digest: the copy reports a
+    mismatch), or None without a hasher."""
+    from paramiko.sftp import CMD_DATA
+
+    got = 0
+    for num in reads:
+        try:
+            t, msg = client._read_response(num)
+            if t == CMD_DATA:
+                chunk: bytes = msg.get_binary()
+                if hasher is not None and failure is None:
+                    hasher.update(chunk)
+                    got += len(chunk)
+        except EOFError:
+            pass  # the file is shorter than what was written: the size check says so
+        except Exception as exc:
+            failure = failure or exc
+    try:
+        client._read_response(close)
+    except Exception as exc:
+        failure = failure or exc
+    if failure is not None:
+        raise failure
+    if hasher is None:
+        return None
+    if got != size:
+        return f"short:{got}"
+    return str(hasher.hexdigest())
+
+
 def _stat_and_first_read(client: Any, f: Any, offset: int, size: int) -> tuple[Any, bytes]:
     """FSTAT and the first READ in flight together: a small file's size and bytes in one round
     trip. Both replies are read whatever happens (the channel stays in step); a READ error
@@ -1237,7 +1273,7 @@ class SFTPWriter(Writer):
         process, no exec channel and no batch to wait for, where a remote hash costs a process
         start per batch (small files spent most of their time waiting for it). The CLOSE goes
         out behind the READs: one wait for all of it, and the handle is closed."""
-        from paramiko.sftp import CMD_CLOSE, CMD_DATA, CMD_READ, int64
+        from paramiko.sftp import CMD_CLOSE, CMD_READ, int64
 
         from ferry.core.hashing import new_hasher
 
@@ -1251,33 +1287,13 @@ class SFTPWriter(Writer):
         close = client._async_request(type(None), CMD_CLOSE, f.handle)
         f._closed = self._closed = True
         hasher = new_hasher(algo)
-        got = 0
         failure: BaseException | None = None
         try:
             self._drain()
         except Exception as exc:
             failure = exc
-        for num, _o in nums:  # every reply is read, even after a failure: the channel stays in step
-            try:
-                t, msg = client._read_response(num)
-                if t == CMD_DATA:
-                    chunk: bytes = msg.get_binary()
-                    if failure is None:
-                        hasher.update(chunk)
-                        got += len(chunk)
-            except EOFError:
-                pass  # the file is shorter than what was written: the size check below says so
-            except Exception as exc:
-                failure = failure or exc
-        try:
-            client._read_response(close)
-        except Exception as exc:
-            failure = failure or exc
-        if failure is not None:
-            raise failure
-        if got != size:
-            return f"short:{got}"  # cannot equal any digest: the copy path reports a mismatch
-        return hasher.hexdigest()
+        digest = read_back_replies(client, [num for num, _o in nums], close, hasher, size, failure)
+        return cast(str, digest)  # never None: a hasher was given
 
     def _close_file(self) -> None:
         if not self._closed:

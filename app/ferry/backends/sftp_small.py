@@ -114,7 +114,7 @@ class SmallFileWriter(SFTPWriter):
         """Send the read-back READs (if asked) and CLOSE behind the WRITEs, then read every
         reply in order. The first failure is raised after all are read: the channel stays in
         step for the next file. Returns the digest of what the server sent back."""
-        from paramiko.sftp import CMD_CLOSE, CMD_DATA, CMD_READ, int64
+        from paramiko.sftp import CMD_CLOSE, CMD_READ, int64
 
         client, handle, size = self._client, self._handle, self._written
         writes, self._replies = self._replies, []
@@ -133,30 +133,7 @@ class SmallFileWriter(SFTPWriter):
             except Exception as exc:
                 failure = failure or exc
         hasher = new_hasher(self._readback) if read_back and self._readback else None
-        got = 0
-        for num in reads:
-            try:
-                t, msg = client._read_response(num)
-                if t == CMD_DATA:
-                    chunk: bytes = msg.get_binary()
-                    if hasher is not None and failure is None:
-                        hasher.update(chunk)
-                        got += len(chunk)
-            except EOFError:
-                pass  # shorter than written: the size check below says so
-            except Exception as exc:
-                failure = failure or exc
-        try:
-            client._read_response(close)
-        except Exception as exc:
-            failure = failure or exc
-        if failure is not None:
-            raise failure
-        if hasher is None:
-            return None
-        if got != size:
-            return f"short:{got}"  # cannot equal any digest: the copy reports a mismatch
-        return hasher.hexdigest()
+        return _sftp.read_back_replies(client, reads, close, hasher, size, failure)
 
     def finish(self) -> str | None:
         if self._closed:
