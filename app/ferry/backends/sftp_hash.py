@@ -28,6 +28,16 @@ _SCRIPT = (
 Runner = Callable[[bytes], tuple[int, bytes, bytes]]
 
 
+def parse_digests(out: bytes, count: int) -> list[str] | None:
+    """The digests of ``TOOL -- f1 f2 ...`` (coreutils' format, or ``openssl dgst -r``): one line
+    per file in argument order; a name with a newline or backslash is escaped and its line
+    starts with a backslash. None unless there is exactly one non-empty line per file."""
+    lines = out.decode("ascii", "replace").splitlines()
+    if len(lines) != count or not all(line.split() for line in lines):
+        return None
+    return [line.split()[0].lstrip("\\") for line in lines]
+
+
 @dataclass
 class _Request:
     path: str
@@ -90,10 +100,10 @@ class HashBatcher:
                 rc, out = self._shell(fast)
             else:
                 rc, out, _err = self._run(fast)
-            lines = out.decode("ascii", "replace").splitlines()
-            if rc == 0 and len(lines) == len(batch) and all(line.split() for line in lines):
-                for r, line in zip(batch, lines, strict=True):
-                    r.digest = line.split()[0].lstrip("\\")
+            digests = parse_digests(out, len(batch)) if rc == 0 else None
+            if digests is not None:
+                for r, digest in zip(batch, digests, strict=True):
+                    r.digest = digest
                     r.done.set()
                 return
         except Exception as exc:  # e.g. the connection dropped: the per-file run reports it
