@@ -13,6 +13,7 @@ verification and resume, :mod:`ferry.backends.s3_names` for keys that cannot be 
 
 from __future__ import annotations
 
+import base64
 import builtins
 import io
 import os
@@ -275,15 +276,25 @@ class S3Backend(Backend):
         kw = {"Range": byte_range} if byte_range else {}
         return self.client.get_object(Bucket=self.bucket, Key=key, **kw)
 
-    def upload_part(self, key: str, upload_id: str, number: int, body: bytes, content_md5: str | None) -> Any:
+    def upload_part(
+        self,
+        key: str,
+        upload_id: str,
+        number: int,
+        body: bytes,
+        content_md5: str | None,
+        checksum_sha256: bytes | None = None,
+    ) -> Any:
         """One part of a multipart upload: the lean path, else botocore."""
         fast = self.fast
         if fast is not None and fast.enabled:
             try:
-                return fast.upload_part(self.bucket, key, upload_id, number, body, content_md5)
+                return fast.upload_part(self.bucket, key, upload_id, number, body, content_md5, checksum_sha256)
             except Fallback:
                 pass
         kw = {"ContentMD5": content_md5} if content_md5 else {}
+        if checksum_sha256 is not None:
+            kw["ChecksumSHA256"] = base64.b64encode(checksum_sha256).decode("ascii")
         return self.client.upload_part(
             Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, **kw
         )

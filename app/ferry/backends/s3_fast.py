@@ -21,6 +21,7 @@ with credentials and a region; AWS itself keeps botocore. ``FERRY_S3_FAST=0`` sw
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import os
@@ -226,8 +227,6 @@ class FastS3:
                 headers["Content-MD5"] = str(value)
             elif name == "ChecksumSHA256":
                 headers["x-amz-checksum-sha256"] = str(value)
-                import base64
-
                 sha_hex = base64.b64decode(str(value)).hex()
             elif name == "IfNoneMatch":
                 headers["If-None-Match"] = str(value)
@@ -247,14 +246,26 @@ class FastS3:
         return _shape(got, len(body))
 
     def upload_part(
-        self, bucket: str, key: str, upload_id: str, number: int, body: bytes, content_md5: str | None
+        self,
+        bucket: str,
+        key: str,
+        upload_id: str,
+        number: int,
+        body: bytes,
+        content_md5: str | None,
+        checksum_sha256: bytes | None = None,
     ) -> dict[str, Any]:
-        """UploadPart. With Content-MD5 (a signed header, checked by the server before it stores
-        anything) the payload goes unsigned, so the part is not hashed once more for SigV4, as
-        botocore does over TLS; without it the payload's SHA-256 is signed."""
+        """UploadPart. With an additional SHA-256 checksum, that same digest is SigV4's payload hash
+        (one SHA-256 pass per part for both). With Content-MD5 alone (a signed header, checked by
+        the server before it stores anything) the payload goes unsigned, so the part is not hashed
+        once more for SigV4, as botocore does over TLS; with neither the payload's SHA-256 is signed."""
         headers: dict[str, str] = {}
         if content_md5:
             headers["Content-MD5"] = content_md5
+        if checksum_sha256 is not None:
+            headers["x-amz-checksum-sha256"] = base64.b64encode(checksum_sha256).decode("ascii")
+            payload = checksum_sha256.hex()
+        elif content_md5:
             payload = UNSIGNED
         else:
             payload = hashlib.sha256(body).hexdigest()

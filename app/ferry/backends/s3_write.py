@@ -3,12 +3,17 @@
 Nothing appears under the final key before :meth:`S3Writer.commit` (PutObject or
 CompleteMultipartUpload happen there), so a failed or unverified copy never replaces an object.
 
-Verification: each body goes with ``Content-MD5``, which S3 checks before storing, and each part's
-or object's returned ETag is compared with the MD5 we computed (S3-compatible stores compute MD5
-ETags; SSE-KMS objects do not, and are then recorded as checked by Content-MD5 only). A single PUT
-verified with SHA-256 also sends ``x-amz-checksum-sha256`` (AWS checks the whole object against
-Ferry's stream hash) and stores the hash as ``x-amz-meta-ferry-sha256`` for later downloads. For
-multipart uploads the final ETag is compared with the one computed from the parts' MD5s.
+Verification, per endpoint (:mod:`ferry.backends.s3_checksums` finds out what a store really
+checks): where the store checks S3 additional checksums (AWS; any store seen to refuse a wrong
+one), a single PUT sends ``x-amz-checksum-sha256`` (the copy's stream hash, no extra pass) and a
+multipart upload is created with ``ChecksumAlgorithm=SHA256``: each part goes with its SHA-256
+(one pass per part, also signed as SigV4's payload hash), CompleteMultipartUpload lists them and
+the composite checksum the server returns is compared with the one computed here. No MD5 then.
+Elsewhere each body's MD5 goes as ``Content-MD5`` and the returned ETags are compared with the MD5s
+computed here (per part, then the multipart ETag from the parts' MD5s; SSE-KMS objects have no MD5
+ETags and rely on Content-MD5 alone). Single PUTs also store the SHA-256 as
+``x-amz-meta-ferry-sha256`` for later downloads. ``verified_note`` names only what the server
+itself was seen to check ("server checked ...") and what Ferry compared ("... matched").
 
 Resume: the UploadId and finished parts go to a :class:`~ferry.backends.base.ResumeSlot` (the
 queue's ``task_resume`` row) after every part. A new writer for the same task re-checks them with
@@ -26,6 +31,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ferry.backends.base import ResumeSlot, Writer
+from ferry.backends.s3_checksums import Support, composite_sha256, same_composite, support
 from ferry.backends.s3_client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
 from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
 from ferry.core.hashing import new_hasher
@@ -54,6 +60,15 @@ def multipart_etag(md5_hexes: list[str]) -> str:
 
 def _b64(digest: bytes) -> str:
     return base64.b64encode(digest).decode("ascii")
+
+
+def _note(checked: list[str], matched: list[str]) -> str:
+    """The note "server checked A + B; C + D matched": what the server verified itself, then what Ferry
+    compared with digests the server computed (ETags, the composite checksum)."""
+    out = [f"server checked {' + '.join(checked)}"] if checked else []
+    if matched:
+        out.append(f"{' + '.join(matched)} matched")
+    return "; ".join(out)
 
 
 def _etag(resp: dict[str, Any]) -> str:
@@ -88,7 +103,8 @@ class S3Writer(Writer):
         self._buf = bytearray()
         self._multipart = size is None or size > self._part_size
         self._upload_id: str | None = None
-        self._parts: dict[int, tuple[str, int, str]] = {}  # number -> (etag, size, md5 hex or "")
+        # number -> (etag, size, md5 hex or "", base64 SHA-256 or "")
+        self._parts: dict[int, tuple[str, int, str, str]] = {}
         self._next_part = 1
         self._lock = threading.Lock()
         self._futures: list[Future[None]] = []
@@ -100,16 +116,27 @@ class S3Writer(Writer):
         self._copy_source: tuple[str, int] | None = None
         self._note = ""
         self._prefix_md5: Any = None
+        self._prefix_sha: Any = None
         self._prefix_part = 1
         self._prefix_fill = 0
         self._sse: str | None = None
         self._resumed_parts = 0
+        self._support: Support | None = None
+        self._part_sha = False  # the multipart upload was created with ChecksumAlgorithm=SHA256
+        self._part_md5_header = False  # parts go with Content-MD5
+        self._mtime: datetime | None = None  # for CreateMultipartUpload's metadata (set_mtime)
         # Whether the queue holds (or held) a row for this task: only then is there a row to clear
         # at the end. A small file sent in one PUT never writes one, so it costs the queue no write
         # transaction (one per file was a quarter of a small-file upload's time, serialised on the
         # store's lock).
         self._stateful = False
         self._load_state(resume)
+
+    def _checks(self) -> Support:
+        """What this endpoint checks (probed once per backend, on the first upload that verifies)."""
+        if self._support is None:
+            self._support = support(self._b)
+        return self._support
 
     # -- resume --
     def _load_state(self, resume: bool) -> None:
@@ -125,30 +152,58 @@ class S3Writer(Writer):
         part_size = int(str(state.get("part_size", 0)))
         raw_parts = state.get("parts") or {}
         assert isinstance(raw_parts, dict)
-        ours = {int(n): (str(v[0]), int(v[1]), str(v[2])) for n, v in raw_parts.items()}
+        ours = {
+            int(n): (str(v[0]), int(v[1]), str(v[2]), str(v[3]) if len(v) > 3 else "") for n, v in raw_parts.items()
+        }
         try:
-            server = self._b.list_parts(self.final_path, upload_id)
+            server = self._list_parts(upload_id)
         except FerryError:
             self._save_state(None)  # gone (aborted, cleaned up, expired): start afresh
             return
         n = 1
-        while n in ours and n in server and server[n] == (ours[n][0], part_size) and ours[n][1] == part_size:
+        while n in ours and n in server and ours[n][1] == part_size:
+            etag, size, checksum = server[n]
+            if (etag, size) != (ours[n][0], part_size) or (checksum and ours[n][3] and checksum != ours[n][3]):
+                break
             n += 1
-        kept = {i: ours[i] for i in range(1, n)}
+        # A part checksum the server lists (AWS does, for uploads created with one) is what the
+        # re-read source must match; ours is kept where the server lists none.
+        kept = {i: (*ours[i][:3], server[i][2] or ours[i][3]) for i in range(1, n)}
         self._multipart = True
         self._upload_id = upload_id
         self._part_size = part_size
+        self._part_sha = state.get("checksum") == "sha256"
+        self._part_md5_header = bool(state.get("content_md5", not self._part_sha))
         self._parts = kept
         self._next_part = n
         self.offset = part_size * (n - 1)
         self._resumed_parts = n - 1
         self._save_state_locked()
 
+    def _list_parts(self, upload_id: str) -> dict[int, tuple[str, int, str]]:
+        """The parts the server holds: number -> (ETag, size, base64 SHA-256 checksum or "")."""
+        parts: dict[int, tuple[str, int, str]] = {}
+        try:
+            for page in self._b.client.get_paginator("list_parts").paginate(
+                Bucket=self._b.bucket, Key=self.final_path, UploadId=upload_id
+            ):
+                for p in page.get("Parts") or ():
+                    parts[int(p["PartNumber"])] = (
+                        str(p["ETag"]).strip('"'),
+                        int(p["Size"]),
+                        str(p.get("ChecksumSHA256") or ""),
+                    )
+        except Exception as exc:
+            raise map_error(exc, self._b.display(self.final_path), bucket=self._b.bucket) from exc
+        return parts
+
     def _state(self) -> dict[str, object]:
         return {
             "upload_id": self._upload_id,
             "key": self.final_path,
             "part_size": self._part_size,
+            "checksum": "sha256" if self._part_sha else "",
+            "content_md5": self._part_md5_header,
             "parts": {str(n): list(v) for n, v in sorted(self._parts.items())},
         }
 
@@ -168,12 +223,18 @@ class S3Writer(Writer):
         The copy updates ``hasher`` with exactly the bytes it then hands to :meth:`feed_prefix` and
         :meth:`write`, so a hash kept here would be the same digest at twice the CPU (SHA-256 of a
         big upload was most of what verification cost). What checks the *destination* is unchanged:
-        the server verifies each body's Content-MD5, and commit compares the returned ETags with the
-        MD5s computed here. Only before the first byte: a hash half-fed here would be wrong.
+        the server verifies each body's checksum or Content-MD5, and commit compares what the server
+        returns with what was computed here. Only before the first byte: a hash half-fed here would
+        be wrong.
         """
         if self._hasher is None or self._fed:
             return  # not verifying, or bytes already went through our own hasher: keep it
         self._lent, self._hasher = hasher, None
+
+    def set_mtime(self, mtime: datetime | None) -> None:
+        """The source's modification time, before the first byte: a multipart upload carries it as
+        ``mtime`` metadata from CreateMultipartUpload on, as a single PUT does at commit."""
+        self._mtime = mtime
 
     def _stream_digest(self) -> str | None:
         if self._lent is not None:
@@ -182,30 +243,39 @@ class S3Writer(Writer):
 
     def feed_prefix(self, data: bytes | bytearray | memoryview) -> None:
         """Resuming: the source's bytes for the parts already uploaded, re-read by the copy. Each
-        part's MD5 must still match the part the server holds (else the source changed)."""
+        part must still match the part the server holds (else the source changed): by its SHA-256
+        checksum where the upload has part checksums, else by its MD5."""
         view = memoryview(data).cast("B")
         self._fed = True
         if self._hasher is not None:
             self._hasher.update(view)
         while view:
-            if self._prefix_md5 is None:
-                self._prefix_md5 = hashlib.md5()
-                self._prefix_fill = 0
+            if self._prefix_fill == 0:
+                known_sha = self._parts.get(self._prefix_part, ("", 0, "", ""))[3]
+                self._prefix_sha = hashlib.sha256() if known_sha else None
+                self._prefix_md5 = None if known_sha else hashlib.md5()
             take = min(len(view), self._part_size - self._prefix_fill)
-            self._prefix_md5.update(view[:take])
+            for h in (self._prefix_md5, self._prefix_sha):
+                if h is not None:
+                    h.update(view[:take])
             self._prefix_fill += take
             view = view[take:]
             if self._prefix_fill == self._part_size:
                 n = self._prefix_part
-                md5 = self._prefix_md5.hexdigest()
-                etag, _, stored = self._parts.get(n, ("", 0, ""))
-                if md5 not in (etag, stored):
+                etag, _, stored, sha = self._parts.get(n, ("", 0, "", ""))
+                if self._prefix_sha is not None:
+                    ok = _b64(self._prefix_sha.digest()) == sha
+                    md5 = stored
+                else:
+                    md5 = self._prefix_md5.hexdigest()
+                    ok = md5 in (etag, stored)
+                if not ok:
                     raise ChecksumMismatch(
                         f"The source changed since part {n} of {self._b.display(self.final_path)} was uploaded"
                     )
-                self._parts[n] = (etag, self._part_size, md5)
+                self._parts[n] = (etag, self._part_size, md5, sha)
                 self._prefix_part += 1
-                self._prefix_md5 = None
+                self._prefix_fill = 0
 
     # -- writing --
     def write(self, data: bytes | bytearray | memoryview) -> None:
@@ -226,8 +296,20 @@ class S3Writer(Writer):
                 self._submit(chunk)
 
     def _start_upload(self) -> None:
+        kw: dict[str, Any] = {}
+        if self._verify:
+            checks = self._checks()
+            self._part_sha = checks.multipart_sha256
+            # Content-MD5 where it is the check the server makes itself, or where no SHA-256 part
+            # checksum is checked instead and ETags might not be MD5s (SSE-KMS is only known from
+            # the answer below): the part's ETag is compared with its MD5 in any case.
+            self._part_md5_header = not (self._part_sha and checks.checks_sha256)
+            if self._part_sha:
+                kw["ChecksumAlgorithm"] = "SHA256"
+        if self._mtime is not None:
+            kw["Metadata"] = {"mtime": f"{self._mtime.timestamp():.9f}"}
         try:
-            resp = self._b.client.create_multipart_upload(Bucket=self._b.bucket, Key=self.final_path)
+            resp = self._b.client.create_multipart_upload(Bucket=self._b.bucket, Key=self.final_path, **kw)
         except Exception as exc:
             raise map_error(exc, f"starting the upload of {self._b.display(self.final_path)}", bucket=self._b.bucket)
         self._upload_id = str(resp["UploadId"])
@@ -251,22 +333,32 @@ class S3Writer(Writer):
         try:
             if self._failed is not None:
                 return
-            digest = hashlib.md5(chunk).digest() if self._verify else None
-            kw: dict[str, Any] = {"ContentMD5": _b64(digest)} if digest is not None else {}
+            sha = hashlib.sha256(chunk).digest() if self._part_sha else None
+            md5 = b""
+            if self._verify and (sha is None or not self._checks().checks_sha256):
+                md5 = hashlib.md5(chunk).digest()
+            what = f"part {n} of {self._b.display(self.final_path)}"
             try:
-                resp = self._b.upload_part(self.final_path, str(self._upload_id), n, chunk, kw.get("ContentMD5"))
-            except Exception as exc:
-                raise map_error(
-                    exc, f"uploading part {n} of {self._b.display(self.final_path)}", bucket=self._b.bucket
-                ) from exc
-            etag = _etag(resp)
-            md5 = digest.hex() if digest is not None else ""
-            if md5 and etag != md5 and resp.get("ServerSideEncryption") not in _KMS:
-                raise ChecksumMismatch(
-                    f"S3 stored part {n} of {self._b.display(self.final_path)} with ETag {etag}, expected MD5 {md5}"
+                resp = self._b.upload_part(
+                    self.final_path,
+                    str(self._upload_id),
+                    n,
+                    chunk,
+                    _b64(md5) if md5 and self._part_md5_header else None,
+                    checksum_sha256=sha,
                 )
+            except Exception as exc:
+                raise map_error(exc, f"uploading {what}", bucket=self._b.bucket) from exc
+            etag = _etag(resp)
+            md5_hex = md5.hex()
+            if md5_hex and etag != md5_hex and resp.get("ServerSideEncryption") not in _KMS:
+                raise ChecksumMismatch(f"S3 stored {what} with ETag {etag}, expected MD5 {md5_hex}")
+            sha_b64 = _b64(sha) if sha is not None else ""
+            echoed = resp.get("ChecksumSHA256")
+            if sha_b64 and echoed and echoed != sha_b64:
+                raise ChecksumMismatch(f"S3 stored {what} with SHA-256 checksum {echoed}, expected {sha_b64}")
             with self._lock:
-                self._parts[n] = (etag, len(chunk), md5)
+                self._parts[n] = (etag, len(chunk), md5_hex, sha_b64)
                 self._save_state_locked()
         except BaseException as exc:
             if self._failed is None:
@@ -333,64 +425,110 @@ class S3Writer(Writer):
         kw: dict[str, Any] = dict(cond)
         meta: dict[str, str] = {}
         md5 = ""
+        checked: list[str] = []
         if self._verify:
-            digest = hashlib.md5(body).digest()
-            md5 = digest.hex()
-            kw["ContentMD5"] = _b64(digest)
+            checks = self._checks()
+            stream = self._stream_digest()
+            sha: bytes | None = None
             if self._readback == "sha256":
                 # The stream hasher saw exactly these bytes (a single PUT has no resumed prefix):
                 # its digest is the body's, no second pass over it.
-                stream = self._stream_digest()
                 sha = bytes.fromhex(stream) if stream is not None else hashlib.sha256(body).digest()
-                kw["ChecksumSHA256"] = _b64(sha)
                 meta["ferry-sha256"] = sha.hex()
+                if checks.send_sha256:
+                    kw["ChecksumSHA256"] = _b64(sha)
+            elif stream is not None:
+                meta[f"ferry-{self._readback}"] = stream
+            if sha is not None and checks.send_sha256 and checks.checks_sha256:
+                checked.append("x-amz-checksum-sha256")  # no MD5 pass: the checksum is the check
             else:
-                stream = self._stream_digest()
-                if stream is not None:
-                    meta[f"ferry-{self._readback}"] = stream
+                digest = hashlib.md5(body).digest()
+                md5 = digest.hex()
+                kw["ContentMD5"] = _b64(digest)
+                if checks.checks_md5:
+                    checked.append("Content-MD5")
         if mtime is not None:
             meta["mtime"] = f"{mtime.timestamp():.9f}"  # rclone's convention: seconds since the epoch
         if meta:
             kw["Metadata"] = meta
         resp = self._b.put_object(self.final_path, body, kw)
-        checks = ["Content-MD5"] if md5 else []
+        matched: list[str] = []
         if md5 and resp.get("ServerSideEncryption") not in _KMS:
             etag = _etag(resp)
             if etag != md5:
                 raise ChecksumMismatch(f"S3 stored {self._b.display(self.final_path)} with ETag {etag}, expected {md5}")
-            checks.append("MD5 ETag")
-        if resp.get("ChecksumSHA256") and resp.get("ChecksumSHA256") == kw.get("ChecksumSHA256"):
-            checks.append("SHA-256 checksum")
-        self._note = f"server checked {' + '.join(checks)}" if checks else ""
+            matched.append("MD5 ETag")
+        echoed = resp.get("ChecksumSHA256")
+        if echoed and kw.get("ChecksumSHA256") and echoed != kw["ChecksumSHA256"]:
+            raise ChecksumMismatch(
+                f"S3 stored {self._b.display(self.final_path)} with SHA-256 checksum {echoed}, "
+                f"expected {kw['ChecksumSHA256']}"
+            )
+        self._note = _note(checked, matched)
 
     def _complete(self, cond: dict[str, Any]) -> None:
         parts = sorted(self._parts.items())
         expected_numbers = list(range(1, len(parts) + 1))
+        what = self._b.display(self.final_path)
         if [n for n, _ in parts] != expected_numbers:
-            raise ChecksumMismatch(f"Parts missing from the upload of {self._b.display(self.final_path)}")
+            raise ChecksumMismatch(f"Parts missing from the upload of {what}")
+        listed: list[dict[str, Any]] = []
+        for n, v in parts:
+            item: dict[str, Any] = {"PartNumber": n, "ETag": f'"{v[0]}"'}
+            if self._part_sha:
+                if not v[3]:
+                    raise ChecksumMismatch(f"Part {n} of {what} has no SHA-256 checksum recorded")
+                item["ChecksumSHA256"] = v[3]
+            listed.append(item)
         resp = self._b.client.complete_multipart_upload(
             Bucket=self._b.bucket,
             Key=self.final_path,
             UploadId=self._upload_id,
-            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": f'"{v[0]}"'} for n, v in parts]},
+            MultipartUpload={"Parts": listed},
             **cond,
         )
+        try:
+            self._note = self._check_assembled(resp, parts)
+        except ChecksumMismatch:
+            # Already under the final name, and wrong: never leave it there.
+            try:
+                self._b.client.delete_object(Bucket=self._b.bucket, Key=self.final_path)
+            except Exception:
+                pass
+            raise
+        if self._resumed_parts:
+            how = " (SHA-256 part checksums)" if self._part_sha else ""
+            resumed = f"resumed: {self._resumed_parts} part(s) already on the server, checked with ListParts{how}"
+            self._note = f"{self._note}; {resumed}" if self._note else resumed
+
+    def _check_assembled(self, resp: dict[str, Any], parts: list[tuple[int, tuple[str, int, str, str]]]) -> str:
+        """Compare what CompleteMultipartUpload answered with what the parts add up to; the note."""
+        if not self._verify:
+            return ""
+        checks = self._checks()
+        what = self._b.display(self.final_path)
+        checked: list[str] = []
+        matched: list[str] = []
+        n = len(parts)
+        if self._part_sha and checks.checks_sha256:
+            checked.append(f"x-amz-checksum-sha256 of {n} parts")
         md5s = [v[2] for _, v in parts]
-        checks = []
-        if self._verify and all(md5s):
-            checks.append(f"Content-MD5 of {len(parts)} parts")
+        if all(md5s):
+            if self._part_md5_header and checks.checks_md5:
+                checked.append(f"Content-MD5 of {n} parts")
             if self._sse not in _KMS and resp.get("ServerSideEncryption") not in _KMS:
                 expected = multipart_etag(md5s)
                 etag = _etag(resp)
                 if etag != expected:
-                    raise ChecksumMismatch(
-                        f"S3 assembled {self._b.display(self.final_path)} with ETag {etag}, expected {expected}"
-                    )
-                checks.append("multipart ETag")
-        self._note = f"server checked {' + '.join(checks)}" if checks else ""
-        if self._resumed_parts:
-            resumed = f"resumed: {self._resumed_parts} part(s) already on the server, checked with ListParts"
-            self._note = f"{self._note}; {resumed}" if self._note else resumed
+                    raise ChecksumMismatch(f"S3 assembled {what} with ETag {etag}, expected {expected}")
+                matched.append(f"MD5 ETags of {n} parts + multipart ETag")
+        answered = str(resp.get("ChecksumSHA256") or "")
+        if self._part_sha and answered:
+            expected = composite_sha256([base64.b64decode(v[3]) for _, v in parts])
+            if not same_composite(answered, expected):
+                raise ChecksumMismatch(f"S3 assembled {what} with SHA-256 checksum {answered}, expected {expected}")
+            matched.append("composite SHA-256 checksum")
+        return _note(checked, matched)
 
     @property
     def part_count(self) -> int:

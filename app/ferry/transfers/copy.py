@@ -294,6 +294,9 @@ def _transfer(
     try:
         with writer:
             copied = writer.offset
+            set_mtime = getattr(writer, "set_mtime", None)
+            if set_mtime is not None and opts.preserve_mtime:
+                set_mtime(source.mtime)  # S3 multipart: metadata goes with the upload's first request
             same_endpoint = ctx.src.endpoint == ctx.dst.endpoint
             server_copy = getattr(ctx.src, "server_copy", None)
             if algo is None and same_endpoint and ctx.src.capabilities.server_side_copy and server_copy:

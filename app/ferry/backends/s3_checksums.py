@@ -1,0 +1,125 @@
+"""Which body checks an S3 endpoint really performs, found out once per backend.
+
+Why a probe: a store that *accepts* a header has not necessarily *checked* it. Measured with the
+test servers (moto 5.2.5, ``rclone serve s3`` 1.75): moto stores any ``Content-MD5`` and any
+``x-amz-checksum-sha256`` without looking at the body, and even echoes the checksum it was sent;
+rclone refuses a wrong ``Content-MD5`` (``BadDigest``) but stores a wrong ``x-amz-checksum-sha256``
+as given and does not check SigV4's ``x-amz-content-sha256`` either. AWS checks both. So Ferry
+claims "server checked ..." only for what an endpoint has been seen to refuse when wrong: one
+throw-away PUT with a deliberately wrong checksum (and one with a wrong Content-MD5), whose answer
+decides. A refused probe stores nothing; an accepted one is deleted at once.
+
+Modes (site option ``checksums`` or ``FERRY_S3_CHECKSUMS``): ``auto`` (AWS is known to check and is
+not probed; any other endpoint is probed), ``on`` (send SHA-256 additional checksums on every
+upload, multipart too, even where the store only stores them), ``off`` (never send
+``x-amz-checksum-*``: for stores that refuse the header).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import threading
+import uuid
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ferry.backends.s3 import S3Backend
+
+MODES = ("auto", "on", "off")
+# What S3 and the S3-compatible stores answer for a body that does not match its checksum
+# (AWS, Ceph RGW: BadDigest; MinIO: XAmzContentChecksumMismatch).
+_CHECKSUM_REFUSALS = ("BadDigest", "XAmzContentChecksumMismatch", "InvalidChecksum", "XAmzContentSHA256Mismatch")
+
+
+@dataclass(frozen=True)
+class Support:
+    """What to send and what may be claimed for one endpoint."""
+
+    send_sha256: bool  # x-amz-checksum-sha256 on single PUTs (free: it is the stream hash)
+    multipart_sha256: bool  # per-part checksums (ChecksumAlgorithm=SHA256): one SHA-256 pass per part
+    checks_sha256: bool  # seen to refuse a wrong x-amz-checksum-sha256 (or AWS)
+    checks_md5: bool  # seen to refuse a wrong Content-MD5 (or AWS)
+
+
+_cache: weakref.WeakKeyDictionary[Any, Support] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
+
+
+def composite_sha256(part_digests: list[bytes]) -> str:
+    """The checksum S3 gives a multipart object uploaded with SHA-256 part checksums: SHA-256 of
+    the parts' binary SHA-256s, base64, dash, part count."""
+    return f"{b64(hashlib.sha256(b''.join(part_digests)).digest())}-{len(part_digests)}"
+
+
+def same_composite(answer: str, expected: str) -> bool:
+    """Compare a composite checksum with or without its ``-N`` suffix (moto leaves it off)."""
+    return answer.split("-", 1)[0] == expected.split("-", 1)[0] and bool(answer)
+
+
+def mode_for(backend: S3Backend) -> str:
+    raw = os.environ.get("FERRY_S3_CHECKSUMS") or getattr(backend.settings, "checksums", None) or "auto"
+    mode = raw.strip().lower()
+    return mode if mode in MODES else "auto"
+
+
+def support(backend: S3Backend) -> Support:
+    """The endpoint's :class:`Support`, probed on first use (once per backend, under a lock so
+    parallel workers wait for one probe rather than each sending their own)."""
+    found = _cache.get(backend)
+    if found is not None:
+        return found
+    with _lock:
+        found = _cache.get(backend)
+        if found is None:
+            found = _decide(backend)
+            _cache[backend] = found
+    return found
+
+
+def _decide(backend: S3Backend) -> Support:
+    from ferry.backends.s3_client import _is_aws
+
+    mode = mode_for(backend)
+    if mode == "off":
+        return Support(False, False, False, _probe_md5(backend))
+    if _is_aws(backend.client.meta.endpoint_url):
+        # AWS documents both checks (and has for years): no probe requests against it.
+        return Support(True, True, True, True)
+    checks = _probe(backend, "ChecksumSHA256")
+    if checks is None:
+        # The store refused the header itself (not a digest error): it does not take additional
+        # checksums at all, so send none.
+        return Support(False, False, False, _probe_md5(backend))
+    return Support(True, checks or mode == "on", checks, _probe_md5(backend))
+
+
+def _probe_md5(backend: S3Backend) -> bool:
+    return bool(_probe(backend, "ContentMD5"))
+
+
+def _probe(backend: S3Backend, param: str) -> bool | None:
+    """PUT a throw-away object with a deliberately wrong ``param``: True when refused as a digest
+    mismatch (the store checks it), False when stored (deleted again at once), None when refused
+    for any other reason (the header itself is not understood, no write permission, ...)."""
+    body = b"ferry checksum probe"
+    wrong = hashlib.sha256(b"not " + body).digest() if param == "ChecksumSHA256" else hashlib.md5(b"not").digest()
+    key = f".ferry-probe-{uuid.uuid4().hex[:12]}"
+    client = backend.client
+    try:
+        client.put_object(Bucket=backend.bucket, Key=key, Body=body, **{param: b64(wrong)})
+    except Exception as exc:
+        code = str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
+        return True if code in _CHECKSUM_REFUSALS else None
+    try:
+        client.delete_object(Bucket=backend.bucket, Key=key)
+    except Exception:
+        pass
+    return False
