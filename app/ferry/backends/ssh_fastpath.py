@@ -1,0 +1,343 @@
+"""Leaner paths for bulk channel data on a paramiko transport (big SFTP uploads and downloads).
+
+paramiko moves every byte through several Python-level copies under the GIL. Sending one
+32 KiB SSH packet of channel data it builds a ``Message`` (a copy), takes its bytes (a copy),
+pads it (two copies), slices off the length (a copy), encrypts, and joins length and ciphertext
+(a copy). Receiving, each channel's ``BufferedPipe`` keeps an ``array`` that it slices and
+shifts on every read, so reading a 255 KiB SFTP reply out of it copies the whole buffered tail
+again and again, and the SFTP layer concatenates the pieces and copies them twice more.
+
+This module keeps the SSH protocol exactly as paramiko does it (same packets, same sequence
+numbers, IV counter, rekey accounting and window handling) and only removes copies:
+
+* :func:`send_data` sends channel data as CHANNEL_DATA packets whose plaintext is built with one
+  join (header, the caller's buffers, padding) and encrypted with the transport's AES-GCM
+  engine; used only while the outbound cipher is an AEAD one without compression, otherwise it
+  falls back to ``Channel.sendall``.
+* :class:`ChunkPipe` replaces a channel's inbound ``BufferedPipe``: fed bytes are kept as they
+  are (a deque of chunks) and read out with :meth:`ChunkPipe.readinto`, straight into the
+  caller's buffer (one copy), while ``read`` keeps paramiko's semantics for everything else.
+
+The packetizer's state is reached through its (name-mangled) attributes; :func:`usable` checks
+they exist, so a paramiko that renamed them simply gets the ordinary path.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+_MSG_CHANNEL_DATA = 94
+_MSG_CHANNEL_WINDOW_ADJUST = 93
+_P = "_Packetizer__"
+_NEEDED = (
+    "write_lock",
+    "block_engine_out",
+    "aead_out",
+    "iv_out",
+    "sequence_number_out",
+    "sent_bytes",
+    "sent_packets",
+    "need_rekey",
+    "block_size_out",
+    "compress_engine_out",
+    "dump_packets",
+    "socket",
+)
+
+Buffer = bytes | bytearray | memoryview
+
+
+def usable(transport: Any) -> bool:
+    """Whether this transport's packetizer has the state :func:`send_data` relies on, and sends
+    with an AEAD cipher (AES-GCM: no separate MAC to compute)."""
+    pk = getattr(transport, "packetizer", None)
+    if pk is None or not all(hasattr(pk, _P + name) for name in _NEEDED):
+        return False
+    if not hasattr(pk, "_inc_iv_counter") or not hasattr(pk, "_trigger_rekey") or not hasattr(pk, "write_all"):
+        return False
+    return bool(getattr(pk, _P + "aead_out")) and getattr(pk, _P + "compress_engine_out") is None
+
+
+class _Payload:
+    """What ``Packetizer.send_message`` wants (``asbytes``) for the fallback path."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def asbytes(self) -> bytes:
+        return self._data
+
+
+def _clear_to_send(transport: Any) -> None:
+    """Wait while keys are being renegotiated, as ``Transport._send_user_message`` does, and take
+    ``clear_to_send_lock`` (the caller releases it)."""
+    start = time.time()
+    while True:
+        transport.clear_to_send.wait(0.1)
+        if not transport.active:
+            raise EOFError("the SSH connection is closed")
+        transport.clear_to_send_lock.acquire()
+        if transport.clear_to_send.is_set():
+            return
+        transport.clear_to_send_lock.release()
+        if time.time() > start + transport.clear_to_send_timeout:
+            from paramiko import SSHException
+
+            raise SSHException("Key-exchange timed out waiting for key negotiation")
+
+
+def _send_packet(transport: Any, parts: Sequence[Buffer], length: int) -> None:
+    """One SSH packet whose payload is ``parts`` joined (``length`` bytes)."""
+    pk = transport.packetizer
+    _clear_to_send(transport)
+    try:
+        with getattr(pk, _P + "write_lock"):
+            engine = getattr(pk, _P + "block_engine_out")
+            if (
+                not getattr(pk, _P + "aead_out")
+                or engine is None
+                or getattr(pk, _P + "compress_engine_out") is not None
+                or getattr(pk, _P + "dump_packets")
+            ):
+                pk.send_message(_Payload(b"".join(parts)))  # rekeyed to something else: paramiko's way
+                return
+            bsize = getattr(pk, _P + "block_size_out")
+            padding = 3 + bsize - ((length + 4) % bsize)  # as Packetizer._build_packet pads under AEAD
+            aad = struct.pack(">I", length + padding + 1)
+            iv = getattr(pk, _P + "iv_out")
+            sealed = engine.encrypt(iv, b"".join((bytes((padding,)), *parts, os.urandom(padding))), aad)
+            setattr(pk, _P + "iv_out", pk._inc_iv_counter(iv))
+            seq = (getattr(pk, _P + "sequence_number_out") + 1) & 0xFFFFFFFF
+            if seq == 0 and not pk._initial_kex_done:
+                from paramiko import SSHException
+
+                raise SSHException("Sequence number rolled over during initial kex!")
+            setattr(pk, _P + "sequence_number_out", seq)
+            _write(pk, aad, sealed)
+            sent_bytes = getattr(pk, _P + "sent_bytes") + len(aad) + len(sealed)
+            sent_packets = getattr(pk, _P + "sent_packets") + 1
+            setattr(pk, _P + "sent_bytes", sent_bytes)
+            setattr(pk, _P + "sent_packets", sent_packets)
+            if (sent_packets >= pk.REKEY_PACKETS or sent_bytes >= pk.REKEY_BYTES) and not getattr(
+                pk, _P + "need_rekey"
+            ):
+                setattr(pk, _P + "received_bytes_overflow", 0)
+                setattr(pk, _P + "received_packets_overflow", 0)
+                pk._trigger_rekey()
+    finally:
+        transport.clear_to_send_lock.release()
+
+
+def _write(pk: Any, head: bytes, body: bytes) -> None:
+    """Length and ciphertext in one system call (two sends would put the 4-byte length in a TCP
+    segment of its own under TCP_NODELAY); anything left over goes through paramiko's loop,
+    which knows the socket's timeouts and errors."""
+    sock = getattr(pk, _P + "socket")
+    sent = 0
+    if isinstance(sock, socket.socket):
+        try:
+            sent = sock.sendmsg((head, body))
+        except (TimeoutError, BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            raise EOFError("the SSH connection is closed") from None
+    total = len(head) + len(body)
+    if sent < total:
+        rest = memoryview(head + body)[sent:] if sent < len(head) else memoryview(body)[sent - len(head) :]
+        pk.write_all(rest)
+    else:
+        setattr(pk, _P + "keepalive_last", time.time())
+
+
+def send_data(chan: Any, parts: Sequence[Buffer]) -> None:
+    """Send the concatenation of ``parts`` on ``chan`` (like ``chan.sendall``), each SSH packet's
+    payload built with a single copy. Falls back to ``sendall`` when the transport is not
+    :func:`usable`."""
+    transport = chan.transport
+    views = [memoryview(p).cast("B") for p in parts]
+    if not usable(transport):
+        for v in views:
+            chan.sendall(v)
+        return
+    left = sum(len(v) for v in views)
+    i = 0
+    while left:
+        with chan.lock:
+            if chan.closed:
+                raise OSError("Socket is closed")
+            size = chan._wait_for_send_window(left)
+        if size == 0:
+            raise OSError("the SSH channel was closed while sending")
+        packet: list[Buffer] = [struct.pack(">BII", _MSG_CHANNEL_DATA, chan.remote_chanid, size)]
+        need = size
+        while need:
+            v = views[i]
+            if len(v) <= need:
+                packet.append(v)
+                need -= len(v)
+                i += 1
+            else:
+                packet.append(v[:need])
+                views[i] = v[need:]
+                need = 0
+        _send_packet(transport, packet, 9 + size)
+        left -= size
+
+
+class ChunkPipe:
+    """Drop-in for paramiko's ``BufferedPipe`` on a channel's inbound side, keeping fed chunks as
+    they came (no array to grow, slice and shift) so :meth:`readinto` copies each byte once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cv = threading.Condition(self._lock)
+        self._event: Any = None
+        self._chunks: deque[memoryview] = deque()
+        self._size = 0
+        self._closed = False
+
+    def set_event(self, event: Any) -> None:
+        with self._lock:
+            self._event = event
+            if self._closed or self._size:
+                event.set()
+            else:
+                event.clear()
+
+    def feed(self, data: Buffer) -> None:
+        with self._lock:
+            if self._event is not None:
+                self._event.set()
+            if len(data):
+                self._chunks.append(memoryview(data).cast("B"))
+                self._size += len(data)
+            self._cv.notify_all()
+
+    def read_ready(self) -> bool:
+        with self._lock:
+            return self._size > 0
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait for data or close (the caller holds the lock)."""
+        if self._size or self._closed:
+            return
+        if timeout == 0.0:
+            from paramiko.buffered_pipe import PipeTimeout
+
+            raise PipeTimeout()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._size and not self._closed:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                from paramiko.buffered_pipe import PipeTimeout
+
+                raise PipeTimeout()
+            self._cv.wait(left)
+
+    def _took(self, n: int) -> None:
+        self._size -= n
+        if not self._size and self._event is not None and not self._closed:
+            self._event.clear()
+
+    def read(self, nbytes: int, timeout: float | None = None) -> bytes:
+        """Up to ``nbytes`` (at least one unless closed), as ``BufferedPipe.read``."""
+        with self._lock:
+            self._wait(timeout)
+            out = []
+            got = 0
+            while self._chunks and got < nbytes:
+                c = self._chunks[0]
+                if len(c) <= nbytes - got:
+                    out.append(c)
+                    got += len(c)
+                    self._chunks.popleft()
+                else:
+                    out.append(c[: nbytes - got])
+                    self._chunks[0] = c[nbytes - got :]
+                    got = nbytes
+            self._took(got)
+        return out[0].tobytes() if len(out) == 1 else b"".join(out)
+
+    def readinto(self, view: memoryview, timeout: float | None = None) -> int:
+        """Copy up to ``len(view)`` buffered bytes into ``view`` (waiting for the first); 0 once
+        closed and empty."""
+        with self._lock:
+            self._wait(timeout)
+            got = 0
+            want = len(view)
+            while self._chunks and got < want:
+                c = self._chunks[0]
+                n = min(len(c), want - got)
+                view[got : got + n] = c[:n]
+                got += n
+                if n == len(c):
+                    self._chunks.popleft()
+                else:
+                    self._chunks[0] = c[n:]
+            self._took(got)
+        return got
+
+    def empty(self) -> bytes:
+        with self._lock:
+            out = b"".join(self._chunks)
+            self._chunks.clear()
+            self._took(self._size)
+            return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._cv.notify_all()
+            if self._event is not None:
+                self._event.set()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._size
+
+
+def open_sftp(transport: Any, window_size: int, max_packet_size: int) -> Any:
+    """``paramiko.SFTPClient.from_transport`` with a :class:`ChunkPipe` on the channel: put in
+    place before the subsystem starts, so no byte can be fed to the pipe it replaces."""
+    import paramiko
+
+    chan = transport.open_session(window_size=window_size, max_packet_size=max_packet_size)
+    if chan is None:
+        return None
+    chan.in_buffer = ChunkPipe()
+    chan.invoke_subsystem("sftp")
+    return paramiko.SFTPClient(chan)
+
+
+def pipe_of(client: Any) -> ChunkPipe | None:
+    """The :class:`ChunkPipe` of an SFTP client's channel, if it was opened with one."""
+    chan = getattr(client, "sock", None)
+    pipe = getattr(chan, "in_buffer", None)
+    return pipe if isinstance(pipe, ChunkPipe) else None
+
+
+def recv_exact_into(chan: Any, pipe: ChunkPipe, view: memoryview) -> None:
+    """Fill ``view`` from the channel (one copy per byte), giving the server its window back as
+    ``Channel.recv`` does; EOFError if the channel closes first."""
+    got = 0
+    while got < len(view):
+        n = pipe.readinto(view[got:], chan.timeout)
+        if n == 0:
+            raise EOFError("the SSH channel closed")
+        got += n
+        ack = chan._check_add_window(n)
+        if ack > 0:
+            from paramiko.message import Message
+
+            m = Message()
+            m.add_byte(bytes((_MSG_CHANNEL_WINDOW_ADJUST,)))
+            m.add_int(chan.remote_chanid)
+            m.add_int(ack)
+            chan.transport._send_user_message(m)
