@@ -12,6 +12,7 @@ import base64
 import hashlib
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import botocore.exceptions
@@ -222,10 +223,10 @@ def test_checksums_on_sends_part_checksums_to_a_store_that_only_stores_them(
         backend.close()
 
 
-def test_checksums_off_sends_no_checksum_header(moto: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FERRY_S3_CHECKSUMS", "off")
+def test_the_site_option_checksums_off_sends_no_checksum_header(moto: S3Server) -> None:
     proxy = CheckingProxy(moto.port)
     backend = make_backend(moto, moto.new_bucket(), proxy.endpoint)
+    backend.settings = replace(backend.settings, checksums="off")  # --option checksums=off on a site
     backend.use_part_size(PART)
     try:
         for key, size in (("one.bin", 1000), ("two.bin", PART + 1)):

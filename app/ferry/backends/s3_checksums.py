@@ -65,7 +65,7 @@ def same_composite(answer: str, expected: str) -> bool:
 
 
 def mode_for(backend: S3Backend) -> str:
-    raw = os.environ.get("FERRY_S3_CHECKSUMS") or getattr(backend.settings, "checksums", None) or "auto"
+    raw = os.environ.get("FERRY_S3_CHECKSUMS") or backend.settings.checksums or "auto"
     mode = raw.strip().lower()
     return mode if mode in MODES else "auto"
 

@@ -55,6 +55,7 @@ class S3Settings:
     site: str | None = None
     part_size: int | None = None
     part_concurrency: int = 4
+    checksums: str | None = None  # auto | on | off: S3 additional checksums (see s3_checksums)
 
 
 def _env_int(name: str) -> int | None:
@@ -103,6 +104,7 @@ def settings_for(address: Address) -> S3Settings:
         site=site.name if site is not None else None,
         part_size=max(MIN_PART, part) if part else None,
         part_concurrency=max(1, conc),
+        checksums=opts.get("checksums"),
     )
 
 
