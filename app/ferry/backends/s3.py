@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO
@@ -40,6 +40,7 @@ from ferry.backends.s3_client import (
 )
 from ferry.backends.s3_fast import Fallback, FastS3, fast_path_for
 from ferry.backends.s3_names import encode_name
+from ferry.backends.s3_read import RangedReader
 from ferry.backends.s3_write import S3Writer, choose_part_size
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -49,6 +50,7 @@ from ferry.core.errors import (
     IsADirectory,
     NotADirectory,
     NotFound,
+    Transient,
     Unsupported,
     UsageError,
 )
@@ -147,55 +149,6 @@ class _BodyReader(io.RawIOBase):
         super().close()
 
 
-class _RangedReader(io.RawIOBase):
-    """A large object read as parallel ranged GETs, returned in order; ``depth`` ranges in flight."""
-
-    def __init__(
-        self,
-        fetch: Callable[[int, int], bytes],
-        start: int,
-        end: int,
-        first: Future[bytes],
-        depth: int,
-        executor: ThreadPoolExecutor,
-    ) -> None:
-        self._fetch = fetch
-        self._current = memoryview(b"")
-        self._next = start  # first byte not yet requested
-        self._end = end
-        self._depth = depth
-        self._executor = executor
-        self._queue: list[Future[bytes]] = [first]  # the first answer's body, read while the rest is asked for
-        self._fill()
-
-    def _fill(self) -> None:
-        while len(self._queue) < self._depth and self._next < self._end:
-            lo, hi = self._next, min(self._next + READ_RANGE, self._end)
-            self._queue.append(self._executor.submit(self._fetch, lo, hi))
-            self._next = hi
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buf: Any) -> int:
-        view = memoryview(buf).cast("B")
-        while not self._current:
-            if not self._queue:
-                return 0
-            self._current = memoryview(self._queue.pop(0).result())
-            self._fill()
-        n = min(len(view), len(self._current))
-        view[:n] = self._current[:n]
-        self._current = self._current[n:]
-        return n
-
-    def close(self) -> None:
-        for f in self._queue:
-            f.cancel()
-        self._queue = []
-        super().close()
-
-
 def _mtime_from(head: Mapping[str, Any]) -> datetime | None:
     meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
     raw = meta.get("mtime")
@@ -240,7 +193,7 @@ class S3Backend(Backend):
         self._markers: bool | None = None  # does the store keep "prefix/" folder markers? (probed once)
         self._absent: dict[str, float] = {}  # "a/b/" -> when it was seen holding no key at all
         self._touched: set[str] = set()  # keys written through this backend, and their "a/", "a/b/"
-        self._bodies: dict[str, tuple[float, bytes, int]] = {}  # stat()'s first bytes, and the size
+        self._bodies: dict[str, tuple[float, bytes, int, str]] = {}  # stat()'s first bytes, size, ETag
         self._workers = workers
         # Restore waits: tests shorten these through the environment.
         self.restore_poll = float(os.environ.get("FERRY_S3_RESTORE_POLL", "300"))
@@ -557,14 +510,14 @@ class S3Backend(Backend):
         total = _total_size(resp.get("ContentRange"), 0, len(body))
         if len(self._bodies) > 256:
             self._bodies.clear()  # stats nobody read from: never hold more than ~64 MiB
-        self._bodies[key] = (time.monotonic(), body, total)
+        self._bodies[key] = (time.monotonic(), body, total, str(resp.get("ETag") or ""))
         return {**resp, "ContentLength": total}
 
-    def _take_body(self, key: str) -> tuple[bytes, int] | None:
+    def _take_body(self, key: str) -> tuple[bytes, int, str] | None:
         got = self._bodies.pop(key, None)
         if got is None or time.monotonic() - got[0] > BODY_TTL:
             return None
-        return got[1], got[2]
+        return got[1], got[2], got[3]
 
     def object_exists(self, key: str) -> bool:
         """One HEAD: is there an object under exactly ``key``? (The commit's no-overwrite check on
@@ -633,20 +586,52 @@ class S3Backend(Backend):
         result: dict[str, Any] = self._call(self.display(key), self.client.head_object, Key=key)
         return result
 
-    def _get_range(self, key: str, lo: int, hi: int) -> bytes:
+    def _fetch_range(self, key: str, lo: int, into: memoryview, etag: str) -> None:
+        """Fill ``into`` with the object's bytes from ``lo``: the lean path reads the socket straight
+        into it, botocore's answer is copied in. ``If-Match`` on the first answer's ETag: an object
+        replaced during the download fails the file (and the queue retries it) instead of leaving
+        a mix of two versions that the stream hash and the read-back would both call consistent."""
+        hi = lo + len(into)
+        resp: Mapping[str, Any] | None = None
+        fast = self.fast
         try:
-            resp = self.get_object(key, f"bytes={lo}-{hi - 1}")
+            if fast is not None and fast.enabled:
+                try:
+                    resp = fast.get_range_into(self.bucket, key, lo, into, etag or None)
+                except Fallback:
+                    resp = None
+            if resp is None:
+                kw = {"IfMatch": etag} if etag else {}
+                answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={lo}-{hi - 1}", **kw)
+                data: bytes = answer["Body"].read()
+                if len(data) <= len(into):
+                    into[: len(data)] = data
+                resp = {**answer, "ContentLength": len(data)}
         except Exception as exc:
-            raise self._err(exc, self.display(key)) from exc
-        try:
-            data: bytes = resp["Body"].read()
-        except Exception as exc:
+            err = getattr(exc, "response", {}) or {}
+            if err.get("Error", {}).get("Code") == "PreconditionFailed" or (
+                err.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412
+            ):
+                raise Transient(f"{self.display(key)} changed on the server during the download") from exc
             raise self._err(exc, f"reading {self.display(key)}") from exc
-        if len(data) != hi - lo:
-            from ferry.core.errors import Transient
+        if etag and resp.get("ETag") and resp["ETag"] != etag:
+            # Stores that ignore If-Match (rclone serve s3) still name the version they answered with.
+            raise Transient(f"{self.display(key)} changed on the server during the download")
+        got = int(resp.get("ContentLength", -1))
+        if got != hi - lo or not str(resp.get("ContentRange", f"bytes {lo}-")).startswith(f"bytes {lo}-"):
+            raise Transient(f"Short read of {self.display(key)} ({got} of {hi - lo} bytes at {lo})")
 
-            raise Transient(f"Short read of {self.display(key)} ({len(data)} of {hi - lo} bytes)")
-        return data
+    def _ranged(self, key: str, start: int, end: int, head: bytes, etag: str) -> BinaryIO:
+        """Bytes ``[start, end)`` of a large object: ``head`` (already here), then parallel ranges."""
+        return RangedReader(  # type: ignore[return-value]
+            lambda lo, into: self._fetch_range(key, lo, into, etag),
+            start,
+            end,
+            head=head,
+            range_size=READ_RANGE,
+            depth=self.settings.part_concurrency,
+            executor=self.executor,
+        )
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
         self._need_bucket()
@@ -657,23 +642,23 @@ class S3Backend(Backend):
             return io.BytesIO(b"")
         cached = self._take_body(key)
         if cached is not None:
-            first, total = cached
+            first, total, etag = cached
             if len(first) == total:
                 # The whole object came with stat() moments ago (the copy stats its source first).
                 return io.BytesIO(first[offset : None if length is None else offset + length])
             if offset == 0 and length is None and first:
-                # Its first bytes did: ask only for the rest (its length known, so one request).
+                # Its first bytes did: ask only for the rest (its length known), in one request or,
+                # for a large object, in parallel ranges.
+                if total - len(first) > READ_RANGE:
+                    return self._ranged(key, 0, total, first, etag)
                 rest = self.open_read(path, len(first), total - len(first))
                 return _BodyReader(rest, first)  # type: ignore[return-value]
-        # The first request asks for at most one range: a small object arrives in one GET, and the
-        # Content-Range of the answer gives a large one's size for the parallel ranges.
-        first_end = offset + (min(length, READ_RANGE) if length is not None else READ_RANGE)
+        # The first request asks for one range, read whole: a small object (or a short range)
+        # arrives in one GET; for a large one the Content-Range of the answer gives the size for
+        # the parallel ranges that follow.
+        first_end = offset + (length if length is not None and length <= READ_RANGE else STAT_GET)
         try:
-            byte_range = f"bytes={offset}-{first_end - 1}"
-            if length is not None and length <= READ_RANGE:
-                resp = self.get_object(key, byte_range)  # one range, read whole: the lean path may serve it
-            else:
-                resp = self.client.get_object(Bucket=self.bucket, Key=key, Range=byte_range)  # streamed
+            resp = self.get_object(key, f"bytes={offset}-{first_end - 1}")  # the lean path may serve it
         except Exception as exc:
             err = self._err(exc, self.display(key))
             if isinstance(err, Archived):
@@ -693,28 +678,13 @@ class S3Backend(Backend):
         end = total if length is None else min(total, offset + length)
         if end <= first_end:
             return _BodyReader(resp["Body"])  # type: ignore[return-value]
-        body = resp["Body"]
-        want = first_end - offset
-
-        def read_first() -> bytes:
-            try:
-                data: bytes = body.read()
-            except Exception as exc:
-                raise self._err(exc, f"reading {self.display(key)}") from exc
-            if len(data) != want:
-                from ferry.core.errors import Transient
-
-                raise Transient(f"Short read of {self.display(key)} ({len(data)} of {want} bytes)")
-            return data
-
-        return _RangedReader(  # type: ignore[return-value]
-            lambda lo, hi: self._get_range(key, lo, hi),
-            first_end,
-            end,
-            self.executor.submit(read_first),
-            depth=self.settings.part_concurrency,
-            executor=self.executor,
-        )
+        try:
+            head: bytes = resp["Body"].read()
+        except Exception as exc:
+            raise self._err(exc, f"reading {self.display(key)}") from exc
+        if len(head) != first_end - offset:
+            raise Transient(f"Short read of {self.display(key)} ({len(head)} of {first_end - offset} bytes)")
+        return self._ranged(key, offset, end, head, str(resp.get("ETag") or ""))
 
     def hash(self, path: str, algo: str, cancel: CancelToken | None = None) -> str:
         entry = self.stat(path)

@@ -163,8 +163,16 @@ class FastS3:
         return key
 
     def _request(
-        self, method: str, bucket: str, key: str, headers: dict[str, str], body: bytes, payload: str, query: str = ""
-    ) -> tuple[int, dict[str, str], bytes]:
+        self,
+        method: str,
+        bucket: str,
+        key: str,
+        headers: dict[str, str],
+        body: bytes,
+        payload: str,
+        query: str = "",
+        into: memoryview | None = None,
+    ) -> tuple[int, dict[str, str], bytes | int]:
         if not self.enabled:
             raise Fallback("off")
         frozen = self._creds.get_frozen_credentials()
@@ -191,7 +199,10 @@ class FastS3:
         try:
             conn = self._conn()
             target = f"{path}?{query}" if query else path
-            status, got, data, will_close = conn.request(method, target, h, body if method == "PUT" else None)
+            if into is not None:  # a successful body lands in the caller's buffer: data is its length
+                status, got, data, will_close = conn.request_into(method, target, h, into)
+            else:
+                status, got, data, will_close = conn.request(method, target, h, body if method == "PUT" else None)
             if will_close:
                 self._drop()
         except Exception as exc:
@@ -208,10 +219,10 @@ class FastS3:
             self.sent(method, key)
         return status, got, data
 
-    def _answer(self, status: int, headers: Mapping[str, str], data: bytes) -> None:
+    def _answer(self, status: int, headers: Mapping[str, str], data: bytes | int) -> None:
         if 200 <= status < 300:
             return
-        if status == 404:
+        if status == 404 and isinstance(data, bytes):
             code, message = _error_code(data)
             if code in ("NoSuchKey", "NoSuchBucket"):
                 raise FastError(code, status, message)
@@ -282,8 +293,27 @@ class FastS3:
         if status == 416:
             raise Fallback("416")  # botocore's InvalidRange, which the callers handle
         self._answer(status, got, data)
+        assert isinstance(data, bytes)  # no buffer was given: the body comes whole
         resp = _shape(got, len(data))
         resp["Body"] = _Body(data)
+        return resp
+
+    def get_range_into(self, bucket: str, key: str, lo: int, into: memoryview, etag: str | None) -> dict[str, Any]:
+        """A ranged GetObject of ``len(into)`` bytes from ``lo``, read straight into ``into`` (a
+        large download's reused buffer). With ``etag``, ``If-Match`` makes a replaced object fail
+        the range (412, through botocore) instead of mixing two versions in one file."""
+        headers = {"Range": f"bytes={lo}-{lo + len(into) - 1}"}
+        if etag:
+            headers["If-Match"] = etag
+        status, got, data = self._request("GET", bucket, key, headers, b"", EMPTY_SHA256, into=into)
+        self._answer(status, got, data)
+        if isinstance(data, bytes):  # a chunked or oversized answer came whole: copy what fits
+            if len(data) > len(into):
+                raise Fallback("range too long")
+            into[: len(data)] = data
+            data = len(data)
+        resp = _shape(got, data)
+        resp["ContentLength"] = data
         return resp
 
 

@@ -340,14 +340,18 @@ def _transfer(
                     readinto = f.readinto  # type: ignore[attr-defined]
                     write = writer.write
                     limiters = ctx.limiters
+                    # A reader that hashes what it returns, in order, on its own threads (S3's
+                    # parallel ranges) takes the hasher: hashing then overlaps this loop's writes.
+                    feed = getattr(f, "feed_hasher", None)
+                    loop_hasher = None if hasher is not None and feed is not None and feed(hasher) else hasher
                     while True:
                         cancel.check()
                         n = readinto(view)
                         if not n:
                             break
                         chunk_view = view[:n]
-                        if hasher is not None:
-                            hasher.update(chunk_view)
+                        if loop_hasher is not None:
+                            loop_hasher.update(chunk_view)
                         if limiters:
                             limiters.consume(n, cancel)
                         write(chunk_view)

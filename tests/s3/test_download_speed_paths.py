@@ -1,0 +1,142 @@
+"""The download paths that make a large object fast, against both real servers: parallel ranged
+GETs read straight into a few reused buffers, the stream's SHA-256 computed in order on the
+fetching threads (handed over by the copy), and an object replaced mid-download refused rather than
+stitched together from two versions. The range size is shrunk so a few MiB take many ranges."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferry.backends.s3 as s3mod
+from ferry.backends.local import LocalBackend
+from ferry.backends.s3 import S3Backend
+from ferry.backends.s3_read import RangedReader
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import Transient
+from ferry.core.progress import Accounting
+from ferry.transfers.bandwidth import Limiters
+from ferry.transfers.copy import CopyContext, run_task
+from ferry.transfers.options import JobOptions
+from ferry.transfers.store import Task
+from s3.servers import S3Server
+
+RANGE = 128 << 10
+
+
+@pytest.fixture(autouse=True)
+def small_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(s3mod, "READ_RANGE", RANGE)
+
+
+class _Gets:
+    """Every GET, by which path it went: the lean one's hook and botocore's before-send event."""
+
+    def __init__(self, backend: S3Backend) -> None:
+        self.lean: list[str] = []
+        self.boto: list[str] = []
+        assert backend.fast is not None
+        backend.fast.sent = lambda method, key: self.lean.append(method)
+        backend.client.meta.events.register("before-send.s3", lambda request, **_: self.boto.append(request.method))
+
+
+def _task(src: str, dst: str, size: int) -> Task:
+    return Task(1, 1, "file", src, dst, os.path.basename(dst), size, None, None, "queued", 0, False, *[None] * 5)
+
+
+def test_a_large_object_comes_in_order_through_reused_buffers_and_is_hashed_on_the_way(
+    server: S3Server, backend: S3Backend
+) -> None:
+    data = os.urandom(20 * RANGE + 12345)  # the stat's first 256 KiB, then 19 ranges and a short last one
+    server.client().put_object(Bucket=backend.bucket, Key="big.bin", Body=data)
+    gets = _Gets(backend)
+    assert backend.stat("big.bin").size == len(data)
+    hasher = hashlib.sha256()
+    with backend.open_read("big.bin") as f:
+        assert isinstance(f, RangedReader)
+        assert f.feed_hasher(hasher)
+        got = bytearray()
+        buf = bytearray(100_000)  # not a divisor of the range: reads straddle buffer boundaries
+        while n := f.readinto(buf):
+            got += buf[:n]
+        made = f._made
+    assert bytes(got) == data
+    assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert made <= backend.settings.part_concurrency + 1  # a few buffers, reused range after range
+    assert gets.boto == [] and len(gets.lean) == 1 + -(-(len(data) - s3mod.STAT_GET) // RANGE)
+
+
+def test_a_hasher_is_taken_only_before_the_first_byte(backend: S3Backend, server: S3Server) -> None:
+    data = os.urandom(6 * RANGE)
+    server.client().put_object(Bucket=backend.bucket, Key="late.bin", Body=data)
+    with backend.open_read("late.bin") as f:  # no stat first: one GET finds the size, ranges follow
+        assert isinstance(f, RangedReader)
+        first = f.read(10)
+        assert not f.feed_hasher(hashlib.sha256())  # the copy then hashes what it reads itself
+        assert first + f.read() == data
+
+
+def test_a_slice_of_a_large_object(backend: S3Backend, server: S3Server) -> None:
+    data = os.urandom(9 * RANGE + 7)
+    server.client().put_object(Bucket=backend.bucket, Key="slice.bin", Body=data)
+    with backend.open_read("slice.bin", 1000, 5 * RANGE + 3) as f:
+        assert f.read() == data[1000 : 1000 + 5 * RANGE + 3]
+    with backend.open_read("slice.bin", 3 * RANGE + 1) as f:  # to the end
+        assert f.read() == data[3 * RANGE + 1 :]
+
+
+def test_the_copy_hands_its_hasher_to_the_reader_and_verifies_as_before(
+    server: S3Server, backend: S3Backend, tmp_path: Path
+) -> None:
+    data = os.urandom(12 * RANGE + 99)
+    server.client().put_object(Bucket=backend.bucket, Key="copy/big.bin", Body=data)
+    fed: list[bool] = []
+    real = RangedReader.feed_hasher
+
+    def spy(self: RangedReader, hasher: Any) -> bool:
+        fed.append(real(self, hasher))
+        return fed[-1]
+
+    local = LocalBackend(Address("file", "/"))
+    ctx = CopyContext(backend, local, JobOptions(on_conflict="overwrite"), Accounting(), Limiters())
+    dst = str(tmp_path / "big.bin")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(RangedReader, "feed_hasher", spy)
+        outcome = run_task(_task("copy/big.bin", dst, len(data)), ctx, CancelToken())
+    assert fed == [True]  # the loop did not hash these bytes a second time
+    assert Path(dst).read_bytes() == data
+    assert outcome.hash == hashlib.sha256(data).hexdigest()
+    assert outcome.verified.startswith("sha256 match")  # the stream hash against the read-back of the file
+
+
+def test_an_object_replaced_during_the_download_is_refused(server: S3Server, backend: S3Backend) -> None:
+    c = server.client()
+    old, new = os.urandom(10 * RANGE), os.urandom(10 * RANGE)
+    c.put_object(Bucket=backend.bucket, Key="moving.bin", Body=old)
+    assert backend.stat("moving.bin").size == len(old)
+    c.put_object(Bucket=backend.bucket, Key="moving.bin", Body=new)  # same size, other bytes
+    # moto answers If-Match with 412; rclone ignores If-Match but names the new ETag in its answer.
+    changed = pytest.raises(Transient, match="changed on the server during the download")
+    with changed, backend.open_read("moving.bin") as f:
+        f.read()
+
+
+def test_a_failed_range_fails_the_read_and_nothing_waits_forever(backend: S3Backend, server: S3Server) -> None:
+    data = os.urandom(10 * RANGE)
+    server.client().put_object(Bucket=backend.bucket, Key="gone.bin", Body=data)
+    assert backend.stat("gone.bin").size == len(data)
+    hasher = hashlib.sha256()
+    with backend.open_read("gone.bin") as f:
+        assert f.feed_hasher(hasher)
+        server.client().delete_object(Bucket=backend.bucket, Key="gone.bin")
+        with pytest.raises(Exception, match=r"gone\.bin"):
+            f.read()
+    # The shared executor is free again: a later download still completes.
+    server.client().put_object(Bucket=backend.bucket, Key="after.bin", Body=data)
+    with backend.open_read("after.bin") as f:
+        assert f.read() == data
