@@ -87,7 +87,7 @@ def test_site_proxy_jump_replaces_ssh_configs_proxycommand(sshd: SshServer, tmp_
     remote = sshd.mkdir()
     (remote / "hello.txt").write_text("through the jump host\n")
     sshd.chown(remote)
-    offset = len(sshd.log_text())
+    offset = sshd.log.stat().st_size  # a byte offset, as log_text(offset) seeks (its text has CRLF folded)
     jump = f"{sshd.user}@localhost:{sshd.port}"
     added = ferry("sites", "add", "jumped", f"sftp://{sshd.user}@{sshd.host}:{sshd.port}{remote}",
                   "--option", f"proxy_jump={jump}")  # fmt: skip
