@@ -934,6 +934,7 @@ class _Reader:
                 lambda c, ok: None if c is client else host._give_back(c, ok),
                 READ_DEPTH,
                 host.request_size,
+                in_order=host.request_size == REQUEST,  # an OpenSSH server: replies come in order
             )
         except BaseException as exc:
             self._cm.__exit__(type(exc), exc, None)

@@ -1,0 +1,155 @@
+"""Big files over the lean data paths (``ferry.backends.ssh_fastpath``), against the real sshd:
+channel data built straight into AES-GCM packets on upload, replies read straight into place on
+download. Exact bytes, through a rekey in the middle, with and without AES-GCM, and a file cut
+short under a download."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ferry.backends.sftp as sftp_mod
+import ferry.backends.sftp_parallel as parallel_mod
+from ferry.backends import ssh_fastpath
+from ferry.core.errors import Transient
+from sftp.conformance_site import sftp_backend
+from sshd import SshServer
+
+
+@pytest.fixture
+def backend(sshd: SshServer, tmp_path: Path):  # type: ignore[no-untyped-def]
+    config = sshd.ssh_config(tmp_path / "ssh_config", "big")
+    b = sftp_backend(sshd, config, "big")
+    yield b
+    sftp_mod.close_all()
+
+
+def upload(b: Any, path: str, data: bytes, piece: int = (1 << 20) + 7) -> str | None:
+    """Write ``data`` in odd-sized pieces (packets and requests never line up with them) and
+    return the server's sha256 of what it holds."""
+    w = b.open_write(path, size=len(data), token="7", resume=False, readback="sha256")
+    view = memoryview(data)
+    for start in range(0, len(data), piece):
+        w.write(view[start : start + piece])
+    digest = w.finish()
+    w.commit(overwrite=False)
+    return digest  # type: ignore[no-any-return]
+
+
+def download(b: Any, path: str, chunk: int = 300_007) -> bytes:
+    out = bytearray()
+    buf = bytearray(chunk)
+    view = memoryview(buf)
+    with b.open_read(path) as r:
+        while n := r.readinto(view):
+            out += view[:n]
+    return bytes(out)
+
+
+def test_upload_and_download_take_the_lean_paths_and_are_exact(
+    sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)  # two range streams on a smaller file
+    sent: list[int] = []
+    real_send = ssh_fastpath._send_packet
+
+    def counting(transport: Any, parts: Any, length: int) -> None:
+        sent.append(length)
+        real_send(transport, parts, length)
+
+    monkeypatch.setattr(ssh_fastpath, "_send_packet", counting)
+    folder = sshd.mkdir()
+    data = os.urandom((20 << 20) + 12_345)
+    digest = upload(backend, str(folder / "up.bin"), data)
+    assert digest == hashlib.sha256(data).hexdigest()
+    assert (folder / "up.bin").read_bytes() == data
+    transport = backend._host.transport()
+    assert "gcm" in transport.local_cipher and ssh_fastpath.usable(transport)
+    # Every data packet went the lean way, each within the server's packet limit.
+    chan_max = max(sent)
+    assert sum(sent) >= len(data) and chan_max <= 32 << 10
+    # Downloads: every SFTP channel reads through a ChunkPipe, replies straight into the blocks.
+    with backend.open_read(str(folder / "up.bin")) as r:
+        assert r._parallel is not None and len(r._parallel._clients) == 2
+        assert all(ssh_fastpath.pipe_of(c) is not None for c in r._parallel._clients)
+        assert r._parallel._in_order
+    assert download(backend, str(folder / "up.bin")) == data
+
+
+def test_a_rekey_in_the_middle_of_big_transfers(sshd: SshServer, backend: Any) -> None:
+    """paramiko renegotiates keys every 512 MiB; here every 2 MiB, so the lean sender must wait
+    for the new keys and carry on with the new cipher state (a wrong IV or sequence number makes
+    sshd drop the connection)."""
+    folder = sshd.mkdir()
+    backend.stat(str(folder))
+    transport = backend._host.transport()
+    pk = transport.packetizer
+    pk.REKEY_BYTES = 2 << 20  # this connection only (the class keeps paramiko's value)
+    exchanges = []
+    real_kex = transport._send_kex_init
+
+    def kex() -> None:
+        exchanges.append(1)
+        real_kex()
+
+    transport._send_kex_init = kex
+    data = os.urandom((9 << 20) + 333)
+    assert upload(backend, str(folder / "re.bin"), data) == hashlib.sha256(data).hexdigest()
+    up_rekeys = len(exchanges)
+    assert download(backend, str(folder / "re.bin")) == data
+    assert up_rekeys >= 3 and len(exchanges) > up_rekeys
+    assert transport.is_active()
+
+
+def test_without_aes_gcm_the_ordinary_paths_are_used(sshd_factory: Any, tmp_path: Path) -> None:
+    server = sshd_factory(extra_config=["Ciphers aes128-ctr"])
+    b = sftp_backend(server, server.ssh_config(tmp_path / "ssh_config", "ctr"), "ctr")
+    try:
+        folder = server.mkdir()
+        data = os.urandom((3 << 20) + 5)
+        assert upload(b, str(folder / "ctr.bin"), data) == hashlib.sha256(data).hexdigest()
+        transport = b._host.transport()
+        assert transport.local_cipher == "aes128-ctr" and not ssh_fastpath.usable(transport)
+        assert download(b, str(folder / "ctr.bin")) == data
+    finally:
+        sftp_mod.close_all()
+
+
+def test_a_file_cut_short_under_a_download_fails_instead_of_padding(
+    sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    monkeypatch.setattr(parallel_mod, "AHEAD", 1)  # block 3 is asked for only after block 0 is taken
+    folder = sshd.mkdir()
+    path = folder / "shrinks.bin"
+    path.write_bytes(os.urandom(40 << 20))
+    sshd.chown(folder)
+    buf = bytearray(1 << 20)
+    with pytest.raises(Transient, match="changed while it was read"), backend.open_read(str(path)) as r:
+        os.truncate(path, 28 << 20)
+        while r.readinto(buf):
+            pass
+
+
+def test_chunk_pipe_reads_like_paramikos_pipe() -> None:
+    from paramiko.buffered_pipe import PipeTimeout
+
+    p = ssh_fastpath.ChunkPipe()
+    with pytest.raises(PipeTimeout):
+        p.read(10, timeout=0.01)
+    p.feed(b"hello ")
+    p.feed(bytearray(b"world"))
+    assert len(p) == 11 and p.read_ready()
+    assert p.read(3) == b"hel"
+    target = bytearray(5)
+    assert p.readinto(memoryview(target)) == 5 and target == b"lo wo"
+    assert p.read(100) == b"rld"
+    assert not p.read_ready()
+    p.feed(b"tail")
+    p.close()
+    assert p.read(100) == b"tail"  # what was fed before the close is still read
+    assert p.read(100) == b"" and p.readinto(memoryview(bytearray(4))) == 0
