@@ -42,7 +42,7 @@ from ferry.core.errors import (
 )
 from ferry.core.progress import Accounting
 from ferry.core.schedule import Window, now_local, parse_window
-from ferry.transfers import watch_live
+from ferry.transfers import batch, watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.delegated import DelegatedRun, Delegation, find_delegation
@@ -615,9 +615,56 @@ class Runner:
                 if item is None:
                     return
                 run, task = item
-                self._done.put(self._execute(run, task))
+                if not batch.batchable(run.ctx, task):
+                    self._done.put(self._execute(run, task))
+                    continue
+                tasks, after, stop = self._gather(run, task)
+                for done in self._execute_batch(run, tasks):
+                    self._done.put(done)
+                if after is not None:
+                    self._done.put(self._execute(*after))
+                if stop:
+                    return
             finally:
                 self._gate.release()
+
+    def _gather(self, run: _JobRun, first: Task) -> tuple[list[Task], tuple[_JobRun, Task] | None, bool]:
+        """More small files of the same job for one batch (``ferry.transfers.batch``): taken
+        from the queue while they fit. The first item that does not fit is returned to run
+        after the batch (never dropped, order otherwise kept); a stop signal met on the way is
+        honoured after both."""
+        tasks, size = [first], first.size or 0
+        while len(tasks) < batch.MAX_FILES and size < batch.MAX_BYTES:
+            try:
+                item = self._work.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                return tasks, None, True
+            if item[0] is not run or not batch.batchable(run.ctx, item[1]):
+                return tasks, item, False
+            tasks.append(item[1])
+            size += item[1].size or 0
+        return tasks, None, False
+
+    def _execute_batch(self, run: _JobRun, tasks: list[Task]) -> list[_Done]:
+        """As :meth:`_execute` for several tasks at once; still exactly one result per task."""
+        if len(tasks) == 1:
+            return [self._execute(run, tasks[0])]
+        token = run.cancel
+        for s in run.sems:
+            s.acquire()
+        self.accounting.active_delta(len(tasks))
+        try:
+            token.check()
+            results = batch.run_batch(tasks, run.ctx, token)
+        except BaseException as exc:
+            results = [(None, exc)] * len(tasks)
+        finally:
+            self.accounting.active_delta(-len(tasks))
+            for s in reversed(run.sems):
+                s.release()
+        return [_Done(run, task, outcome, error) for task, (outcome, error) in zip(tasks, results, strict=True)]
 
     def _execute(self, run: _JobRun, task: Task) -> _Done:
         outcome: Outcome | None = None

@@ -1,0 +1,393 @@
+"""Many small files as one tar stream over an exec channel (``tar c | ssh host tar x``).
+
+Over SFTP a small file costs round trips, not bytes (OPEN; WRITE+READ-back+CLOSE;
+SETSTAT+RENAME), so ~500 files/s was the ceiling with four workers. Where the host runs a POSIX
+``sh`` with a ``tar`` (probed once per connection), the engine's batching seam
+(``ferry.transfers.batch``) hands over up to a few hundred small files at once and this module
+moves them with one exec each way:
+
+* **up**: one ``cd -- BASE && tar -x -o -f - && TOOL -- ./p1 ./p2 ...``. The stream's members are
+  the files' *partial* names (``temp_name(name, task id)``, exactly what the per-file writer uses,
+  so a crash leaves only what crash recovery already knows how to clean up); the remote hash of
+  each extracted partial comes back in the same exec and is compared with the stream hash by the
+  caller before anything is renamed. Then :func:`commit_batch` renames them all in one pipelined
+  flight of SFTP RENAMEs (which never replace a file unless the policy said overwrite).
+* **down**: one ``cd -- BASE && exec tar -c -f - --no-recursion ./r1 ./r2 ...``, parsed as a
+  stream. A member is matched to a request by the *requested* name, never trusted otherwise;
+  anything odd (a name not asked for, a non-regular member, a truncated stream, a name the
+  remote tar complained about) makes that file go the per-file way.
+
+Names that cannot be put on a shell command line beyond doubt (not UTF-8, control characters,
+backslashes, ``..``) are refused here with :class:`Unsupported`, and the caller moves them per
+file. Nothing here decides a conflict policy: a file that is in the way fails its RENAME and
+the caller runs the normal per-file copy for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import shlex
+import stat as stat_mod
+import tarfile
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from ferry.backends import sftp_small
+from ferry.backends.base import Entry, Kind, temp_name
+from ferry.backends.sftp_hash import parse_digests
+from ferry.core.errors import AlreadyExists, FerryError, NotFound, Transient, Unsupported
+
+if TYPE_CHECKING:
+    from ferry.backends.sftp import SFTPBackend, _Host
+
+log = logging.getLogger("ferry.sftp")
+
+ENV = "FERRY_SFTP_TAR"  # "0" turns tar batches off (everything goes per file over SFTP)
+MAX_COMMAND = 64 << 10  # bytes of command line per exec: far below ARG_MAX everywhere
+MEMBER_MODE = 0o644  # as a new SFTP file gets under the usual umask; never world-writable as root
+
+# Does an exec channel run a POSIX sh whose tar can write and read an archive? (busybox, GNU and
+# bsd tar all know -c/-t/-x/-f/-o and --no-recursion.) An sftp-only account (ForceCommand
+# internal-sftp) prints nothing; a refused exec raises: both mean "no".
+_PROBE = "cd -- . && tar -c -f - --no-recursion . 2>/dev/null | tar -t -f - >/dev/null 2>&1 && echo ferry-tar-ok"
+
+
+class _State:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.usable: bool | None = None
+        self.uploads = 0  # files moved through tar batches (tests and benchmarks read these)
+        self.downloads = 0
+
+
+_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+_states_lock = threading.Lock()
+
+
+def state(host: _Host) -> _State:
+    with _states_lock:
+        s = _states.get(host)
+        if s is None:
+            s = _states[host] = _State()
+        return s
+
+
+def usable(host: _Host) -> bool:
+    """Whether this host takes tar batches: probed once per host (one exec), then cached."""
+    if os.environ.get(ENV, "1") == "0":
+        return False
+    s = state(host)
+    if s.usable is None:
+        with s.lock:
+            if s.usable is None:
+                try:
+                    _rc, out, _err = host.run(_PROBE, timeout=30)
+                    s.usable = b"ferry-tar-ok" in out
+                except Exception as exc:  # exec refused, no shell: per-file SFTP, as before
+                    log.info("%s: no tar over exec (%s); small files go per file", host.target.hostname, exc)
+                    s.usable = False
+    return s.usable
+
+
+def safe_name(path: str) -> bool:
+    """A path this module may put on a shell command line and in a tar header without doubt."""
+    try:
+        path.encode("utf-8")  # surrogate escapes (names that are not UTF-8) fail here
+    except UnicodeEncodeError:
+        return False
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F or ch == "\\" for ch in path):
+        return False
+    return ".." not in path.split("/")
+
+
+def _base_of(folders: Sequence[str]) -> str | None:
+    """The deepest folder holding all of ``folders`` (all absolute, or all relative to the login
+    folder); None when they mix."""
+    try:
+        base = posixpath.commonpath(list(folders))
+    except ValueError:
+        return None
+    return base or "."
+
+
+def _exec(host: _Host, command: bytes, stdin: bytes | None, timeout: float) -> tuple[int, bytes, bytes]:
+    """``command`` on an exec channel under the host's session budget (as ``_Host.run``), stdin
+    sent as one buffer."""
+    from ferry.backends.sftp import MAX_PACKET, WINDOW, _map_error
+
+    chan, generation = host._open_channel(
+        lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
+    )
+    try:
+        chan.settimeout(timeout)
+        chan.exec_command(command)
+        if stdin:
+            chan.sendall(stdin)
+        chan.shutdown_write()
+        out = chan.makefile("rb").read()
+        err = chan.makefile_stderr("rb").read()
+        return chan.recv_exit_status(), out, err
+    except FerryError:
+        raise
+    except Exception as exc:
+        raise _map_error(exc, host.target.hostname) from exc
+    finally:
+        chan.close()
+        host._release_slot(generation)
+
+
+# ---- up ----
+
+
+def _member(name: str, data: bytes, mtime: int) -> bytes:
+    info = tarfile.TarInfo("./" + name)
+    info.size = len(data)
+    info.mtime = mtime
+    info.mode = MEMBER_MODE
+    info.type = tarfile.REGTYPE
+    head = info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="strict")
+    pad = -len(data) % tarfile.BLOCKSIZE
+    return head + data + b"\0" * pad
+
+
+def write_batch(
+    backend: SFTPBackend, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str
+) -> list[str | BaseException]:
+    """Write each ``(final path, data, token, mtime)`` to its partial name with one ``tar -x``
+    and return per item the ``algo`` digest of the extracted partial file as the server reads
+    it, or the exception that item met (Unsupported: move it per file)."""
+    host = backend._host
+    tool = host.hash_tools.get(algo)
+    results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
+    if tool is None:
+        return [Unsupported(f"{host.target.hostname} cannot compute {algo} checksums")] * len(items)
+    names = sftp_small.known(host)
+    todo: list[tuple[int, str]] = []  # (index, partial path)
+    for i, (final, _data, token, _mtime) in enumerate(items):
+        folder, name = posixpath.split(final)
+        partial = posixpath.join(folder, temp_name(name, token))
+        if safe_name(partial):
+            todo.append((i, partial))
+    base = _base_of([posixpath.dirname(p) for _i, p in todo]) if todo else None
+    if base is None:
+        return results
+    now = int(time.time())
+    members: list[bytes] = []
+    args: list[str] = []
+    for i, partial in todo:
+        _final, data, _token, mtime = items[i]
+        rel = posixpath.relpath(partial, base)
+        names.touch(partial)  # a later stat of it (cancel's clean-up) must ask the server
+        members.append(_member(rel, data, int(mtime.timestamp()) if mtime is not None else now))
+        args.append(shlex.quote("./" + rel))
+    stream = b"".join(members) + b"\0" * (2 * tarfile.BLOCKSIZE)
+    # The trailing ``cat`` keeps the command alive until our EOF has arrived: paramiko sends a
+    # channel's EOF outside its lock, so an EOF racing the server's CLOSE of a command that had
+    # already ended can arrive after the channel is gone, and sshd then drops the whole
+    # connection ("ieof packet referred to nonexistent channel", seen here with fast batches).
+    command = (
+        f"cd -- {shlex.quote(base)} && tar -x -o -f - && {tool} -- {' '.join(args)}; s=$?; cat >/dev/null; exit $s"
+    )
+    try:
+        rc, out, err = _exec(host, command.encode("utf-8"), stream, timeout=max(60.0, len(stream) / (1 << 20)))
+    except BaseException as exc:
+        for i, _p in todo:
+            results[i] = exc
+        return results
+    digests = parse_digests(out, len(todo)) if rc == 0 else None
+    if digests is None:
+        problem = Transient(
+            f"tar batch on {host.target.hostname} failed (exit {rc})", detail=err.decode(errors="replace")[-500:]
+        )
+        for i, _p in todo:
+            results[i] = problem
+        return results
+    state(host).uploads += len(todo)
+    for (i, _p), digest in zip(todo, digests, strict=True):
+        results[i] = digest
+    return results
+
+
+def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int]]) -> list[BaseException | None]:
+    """Rename each ``(partial, final, overwrite, size)`` into place, all RENAMEs in one flight on
+    one SFTP channel (the server answers in order). Without ``overwrite`` SFTP's RENAME never
+    replaces a file, so a name taken meanwhile fails that item with AlreadyExists. If the
+    connection drops, an item counts as committed only if its partial is gone and its final name
+    holds a regular file of its size (as the small-file writer decides, see there)."""
+    from paramiko.sftp import CMD_EXTENDED, CMD_RENAME
+
+    from ferry.backends.sftp import _b, _map_error
+
+    host = backend._host
+    names = sftp_small.known(host)
+    results: list[BaseException | None] = [None] * len(items)
+    pending: list[tuple[int, int]] = []
+    try:
+        with host.sftp() as c:
+            try:
+                for i, (partial, final, overwrite, _size) in enumerate(items):
+                    names.touch(final)  # noted before the request goes out (see KnownNames)
+                    if overwrite:
+                        num = c._async_request(
+                            type(None), CMD_EXTENDED, "posix-rename@openssh.com", _b(partial), _b(final)
+                        )
+                    else:
+                        num = c._async_request(type(None), CMD_RENAME, _b(partial), _b(final))
+                    pending.append((i, num))
+            finally:
+                failed: list[tuple[int, BaseException]] = []
+                for i, num in pending:
+                    try:
+                        c._read_response(num)
+                    except Exception as refusal:
+                        failed.append((i, refusal))
+            for i, why in failed:
+                # The server's "no" is an OSError (paramiko maps SFTP status codes to them); an
+                # EOF or SSHException means the connection went: handled below.
+                if not isinstance(why, OSError) or isinstance(why, ConnectionError | TimeoutError):
+                    raise why
+                _partial, final, overwrite, _size = items[i]
+                try:
+                    c.lstat(_b(final))
+                    taken = not overwrite
+                except OSError:
+                    taken = False
+                results[i] = (
+                    AlreadyExists(f"Already exists: {backend.display(final)}")
+                    if taken
+                    else _map_error(why, backend.display(final))
+                )
+    except Exception as exc:  # the connection went: which renames did the server do?
+        drop = exc if isinstance(exc, FerryError) else Transient(f"Connection lost while committing: {exc}")
+        for i, item in enumerate(items):
+            if results[i] is None and not _landed(host, *item):
+                results[i] = drop
+    return results
+
+
+def _landed(host: _Host, partial: str, final: str, _overwrite: bool, size: int) -> bool:
+    from ferry.backends.sftp import _b
+
+    try:
+        with host.sftp() as c:
+            try:
+                c.lstat(_b(partial))
+                return False
+            except FileNotFoundError:
+                pass
+            attr = c.lstat(_b(final))
+            return stat_mod.S_ISREG(attr.st_mode or 0) and attr.st_size == size
+    except Exception:
+        return False
+
+
+# ---- down ----
+
+
+def _norm(name: str) -> str:
+    while name.startswith("./"):
+        name = name[2:]
+    return name
+
+
+def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[tuple[Entry, bytes] | BaseException]:
+    """Each path's current attributes and bytes from one ``tar -c``, or the exception it met
+    (any exception: move that file per file, which reports its real problem)."""
+    host = backend._host
+    results: list[tuple[Entry, bytes] | BaseException] = [Unsupported("not fetched in a tar batch")] * len(paths)
+    wanted: dict[str, int] = {}
+    for i, p in enumerate(paths):
+        if safe_name(p):
+            wanted.setdefault(p, i)
+    base = _base_of([posixpath.dirname(p) for p in wanted]) if wanted else None
+    if base is None:
+        return results
+    rels = {_norm(posixpath.relpath(p, base)): i for p, i in wanted.items()}
+    args: list[str] = []
+    size = 0
+    for rel in list(rels):
+        arg = shlex.quote("./" + rel)
+        if size + len(arg) + 1 > MAX_COMMAND:
+            del rels[rel]  # left for per-file (the caller keeps batches far below this)
+            continue
+        args.append(arg)
+        size += len(arg) + 1
+    command = f"cd -- {shlex.quote(base)} && exec tar -c -f - --no-recursion {' '.join(args)}"
+    got: dict[int, tuple[Entry, bytes] | BaseException] = {}
+    err = b""
+    rc = -1
+    from ferry.backends.sftp import MAX_PACKET, WINDOW, _map_error
+
+    chan, generation = host._open_channel(
+        lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
+    )
+    try:
+        chan.settimeout(120)
+        # No EOF is sent: tar -c reads no input, and an EOF racing the end of a fast command can
+        # cost the whole connection (see write_batch).
+        chan.exec_command(command.encode("utf-8"))
+        stream = chan.makefile("rb")
+        try:
+            with tarfile.open(fileobj=stream, mode="r|", bufsize=256 << 10) as tar:
+                for member in tar:
+                    found = rels.get(_norm(member.name))
+                    if found is None or found in got:
+                        continue  # not asked for (or twice): never trusted
+                    i = found
+                    if not member.isreg():
+                        got[i] = Unsupported(f"{backend.display(paths[i])} is not a regular file")
+                        continue
+                    f = tar.extractfile(member)
+                    data = f.read() if f is not None else b""
+                    if len(data) != member.size:
+                        got[i] = Transient(f"tar stream of {backend.display(paths[i])} ended early")
+                        break
+                    mtime = datetime.fromtimestamp(int(member.mtime), UTC)
+                    name = posixpath.basename(paths[i])
+                    got[i] = (Entry(paths[i], name, Kind.FILE, len(data), mtime), data)
+        except (tarfile.TarError, EOFError, OSError) as exc:
+            log.info("tar stream from %s broke off: %s", host.target.hostname, exc)
+            stream_broke: BaseException | None = exc
+        else:
+            stream_broke = None
+        try:
+            err = chan.makefile_stderr("rb").read()
+            rc = chan.recv_exit_status()
+        except Exception:
+            rc = -1
+    except Exception as exc:
+        mapped = exc if isinstance(exc, FerryError) else _map_error(exc, host.target.hostname)
+        for i in rels.values():
+            results[i] = mapped
+        return results
+    finally:
+        chan.close()
+        host._release_slot(generation)
+    text = err.decode("utf-8", "replace")
+    if rc != 0:
+        # GNU tar pads a file that shrank while it read it with zeros and says so only on
+        # stderr (exit 1): a file it named is never trusted; if it named none of ours, none is.
+        lines = text.splitlines()
+        named = {i: [line for line in lines if f"./{rel}:" in line] for rel, i in rels.items()}
+        named = {i: said for i, said in named.items() if said}
+        if not named:
+            got = {}
+        for i, said in named.items():
+            shown = backend.display(paths[i])
+            gone = any("No such file" in line for line in said)
+            got[i] = (
+                NotFound(f"No such file: {shown}")
+                if gone
+                else Transient(f"remote tar could not read {shown}", detail=" ".join(said)[-500:])
+            )
+    broke = Transient(f"tar stream from {host.target.hostname} ended early", detail=str(stream_broke or text[-300:]))
+    for i in rels.values():
+        results[i] = got.get(i, broke)
+    state(host).downloads += sum(1 for r in got.values() if isinstance(r, tuple))
+    return results

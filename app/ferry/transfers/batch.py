@@ -1,0 +1,264 @@
+"""Many small files at once: the engine's side of a backend's batched transfers (SFTP's tar).
+
+A small file over SFTP costs round trips, not bytes; one ``tar -x`` (or ``tar -c``) over an exec
+channel moves hundreds of them for about the cost of a few. That pays only with many files per
+exec, so the scheduler hands a worker a run of small file tasks (:func:`batchable`) and
+:func:`run_batch` moves them together.
+
+Per task this does what ``copy._copy_file`` does for the *simple* case: the source is regular,
+the destination absent (or the policy is overwrite), nothing to resume. Everything else — a
+destination in the way under any other policy, a name a batch cannot carry, a remote hash that
+does not match, a member missing from the stream — goes through the normal per-file
+:func:`ferry.transfers.copy.run_task` for that one task, so policies, retries and their records
+keep one implementation. Each task gets its own result, exactly one.
+
+Crash safety is the per-file path's: an upload batch writes every file under the partial name
+the per-file writer would use (``temp_name(name, task id)``), and renames it into place only
+after the server's hash of it matched the source's; a download writes through the normal local
+writer (partial name, read-back, rename without overwrite). A task interrupted mid-batch comes
+back ``interrupted`` and is never batched again: the per-file path finds its partial.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ferry.backends.base import Backend, Entry
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import Cancelled, NotFound
+from ferry.core.hashing import new_hasher
+from ferry.transfers.copy import CopyContext, Outcome, _open_writer, _stat_or_none, run_task
+from ferry.transfers.store import Task
+
+SMALL_FILE = 256 << 10  # files up to this size are batched
+MAX_FILES = 200  # per batch: one exec of tar with 200 files took 67 ms (one took 6.7 ms)
+MAX_BYTES = 8 << 20  # per batch: all of it is held in memory once
+
+Result = tuple[Outcome | None, BaseException | None]
+
+
+def _direction(ctx: CopyContext) -> str | None:
+    """ "up" when the destination takes batches, "down" when the source gives them, else None."""
+    algo = ctx.options.hash_algo
+    usable = getattr(ctx.dst, "batch_usable", None)
+    if usable is not None and callable(getattr(ctx.dst, "write_batch", None)) and usable("up", algo):
+        return "up"
+    # Down: what lands is checked by the destination's read-back, as per file; a destination
+    # whose check is of another kind (S3's Content-MD5) keeps the per-file path.
+    usable = getattr(ctx.src, "batch_usable", None)
+    checks = algo is None or ctx.dst.capabilities.readback
+    if usable is not None and checks and callable(getattr(ctx.src, "read_batch", None)) and usable("down", algo):
+        return "down"
+    return None
+
+
+def batchable(ctx: CopyContext, task: Task) -> bool:
+    """Whether ``task`` may join a batch: a small file on its first, uninterrupted attempt
+    (a retry or a resumed file takes the per-file path, which handles its partial file)."""
+    if task.kind != "file" or task.interrupted or task.attempts or task.size is None or task.size > SMALL_FILE:
+        return False
+    return _direction(ctx) is not None
+
+
+def run_batch(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken) -> list[Result]:
+    """Move ``tasks`` together; per task (in order) its outcome or the exception it ended with."""
+    results: list[Result | None] = [None] * len(tasks)
+    direction = _direction(ctx)
+    if direction == "up":
+        _upload(tasks, ctx, cancel, results)
+    elif direction == "down":
+        _download(tasks, ctx, cancel, results)
+    # Whatever the batch did not settle goes the per-file way (a Cancelled stays cancelled).
+    out: list[Result] = []
+    for task, res in zip(tasks, results, strict=True):
+        out.append(res if res is not None else _per_file(task, ctx, cancel))
+    return out
+
+
+def _per_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Result:
+    try:
+        cancel.check()
+        return run_task(task, ctx, cancel), None
+    except BaseException as exc:
+        return None, exc
+
+
+def _cancel_rest(results: list[Result | None], exc: Cancelled) -> None:
+    for i, res in enumerate(results):
+        if res is None:
+            results[i] = (None, exc)
+
+
+def _partial(backend: Backend, path: str, token: str) -> str:
+    from ferry.backends.base import temp_name
+
+    folder, name = backend.split(path)
+    return backend.join(folder, temp_name(name, token))
+
+
+def _note(verified: str, source: Entry) -> str:
+    name_note = source.meta.get("name_note")
+    return f"{verified}; {name_note}" if name_note else verified
+
+
+# ---- up: read each source into memory, one tar -x, one remote hash, one flight of RENAMEs ----
+
+
+def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, results: list[Result | None]) -> None:
+    algo = ctx.options.hash_algo
+    assert algo is not None  # batch_usable("up") holds only with a remote tool for it
+    dst: Any = ctx.dst
+    preserve = ctx.options.preserve_mtime
+    sent: list[tuple[int, Entry, bytes, str]] = []  # (index, source, data, stream hash)
+    try:
+        for i, task in enumerate(tasks):
+            cancel.check()
+            try:
+                source = ctx.src.stat(task.src)
+            except NotFound:
+                results[i] = (None, NotFound(f"Source vanished: {ctx.src.display(task.src)}"))
+                continue
+            except OSError:
+                continue  # per file: it reports the problem in its own words
+            if not source.is_file or source.size is None or source.size > SMALL_FILE:
+                continue
+            try:
+                with ctx.src.open_read(source.path) as f:
+                    data = f.read()
+            except OSError:
+                continue
+            if len(data) != source.size:
+                continue  # changing as we read it: the per-file copy says so (and retries)
+            hasher = new_hasher(algo)
+            hasher.update(data)
+            sent.append((i, source, data, hasher.hexdigest()))
+        if not sent:
+            return
+        if ctx.limiters:
+            ctx.limiters.consume(sum(len(d) for _i, _s, d, _h in sent), cancel)
+        cancel.check()
+        landed = dst.write_batch(
+            [
+                (tasks[i].dst, data, str(tasks[i].id), source.mtime if preserve else None)
+                for i, source, data, _h in sent
+            ],
+            algo,
+        )
+        cancel.check()
+        ok: list[tuple[int, Entry, bytes, str]] = []
+        for (i, source, data, digest), got in zip(sent, landed, strict=True):
+            if isinstance(got, Cancelled):
+                raise got
+            if isinstance(got, str) and got == digest:
+                ok.append((i, source, data, digest))
+            elif isinstance(got, str):
+                _drop_partial(ctx, tasks[i])  # what landed differs: the per-file copy starts it afresh
+        overwrite = ctx.options.on_conflict == "overwrite"
+        committed = dst.commit_batch(
+            [
+                (_partial(ctx.dst, tasks[i].dst, str(tasks[i].id)), tasks[i].dst, overwrite, len(data))
+                for i, _s, data, _h in ok
+            ]
+        )
+    except Cancelled as exc:
+        _cancel_rest(results, exc)
+        return
+    for (i, source, data, digest), problem in zip(ok, committed, strict=True):
+        if problem is not None:
+            # Most often a file in the way (RENAME never replaces): the per-file copy applies the
+            # policy to it. Our partial must not stay behind whatever the policy decides.
+            _drop_partial(ctx, tasks[i])
+            continue
+        ctx.accounting.add_bytes(len(data))
+        ctx.accounting.file_finished("done")
+        verified = _note(f"{algo} match (remote {algo} of the tar-extracted file)", source)
+        results[i] = (Outcome("done", verified, algo, digest), None)
+
+
+def _drop_partial(ctx: CopyContext, task: Task) -> None:
+    try:
+        ctx.dst.remove(_partial(ctx.dst, task.dst, str(task.id)))
+    except (OSError, Exception):  # absent already, or the connection went: the per-file path copes
+        pass
+
+
+# ---- down: one tar -c, each member written through the normal local writer ----
+
+
+def _download(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, results: list[Result | None]) -> None:
+    algo = ctx.options.hash_algo
+    src: Any = ctx.src
+    want: list[int] = []
+    try:
+        for i, task in enumerate(tasks):
+            cancel.check()
+            if _stat_or_none(ctx.dst, task.dst) is None:
+                want.append(i)  # anything in the way: the per-file copy applies the policy
+        if not want:
+            return
+        got = src.read_batch([tasks[i].src for i in want])
+        for i, item in zip(want, got, strict=True):
+            cancel.check()
+            if isinstance(item, Cancelled):
+                raise item
+            if isinstance(item, BaseException):
+                continue  # per file: a vanished source is its NotFound there, said in its words
+            entry, data = item
+            results[i] = _write_local(tasks[i], ctx, entry, data, algo, cancel)
+    except Cancelled as exc:
+        _cancel_rest(results, exc)
+
+
+def _write_local(
+    task: Task, ctx: CopyContext, entry: Entry, data: bytes, algo: str | None, cancel: CancelToken
+) -> Result | None:
+    """One member through the destination's normal writer; None sends it per file."""
+    from ferry.core.errors import FerryError
+
+    opts = ctx.options
+    readback = algo if algo and ctx.dst.capabilities.readback else None
+    src_hash = None
+    if algo is not None:
+        hasher = new_hasher(algo)
+        hasher.update(data)
+        src_hash = hasher.hexdigest()
+    if ctx.limiters:
+        ctx.limiters.consume(len(data), cancel)
+    try:
+        writer = _open_writer(ctx, task.dst, entry, str(task.id), False, readback)
+    except (OSError, FerryError):
+        return None
+    try:
+        with writer:
+            writer.write(data)
+            dst_hash = writer.finish()
+            if algo is not None and dst_hash is not None and dst_hash != src_hash:
+                writer.abort(keep_partial=False)
+                return None  # the per-file copy retries it from zero (and fails it if it must)
+            if algo is None:
+                verified = "size only" if opts.verify == "size" else "none"
+            elif dst_hash is None:
+                verified = "size only"
+            else:
+                verified = f"{algo} match (sent in a tar stream, read back from disk)"
+            writer.commit(overwrite=opts.on_conflict == "overwrite", mtime=entry.mtime if opts.preserve_mtime else None)
+    except Cancelled:
+        raise
+    except (OSError, FerryError):
+        # Most often a file that appeared meanwhile (AlreadyExists): the per-file copy applies
+        # the policy, and whatever it decides, this partial file must not stay behind.
+        writer.abort(keep_partial=False)
+        return None
+    if opts.verify != "none" and dst_hash is None:
+        landed = _stat_or_none(ctx.dst, task.dst)
+        if landed is None or landed.size != len(data):
+            if landed is not None:
+                try:
+                    ctx.dst.remove(task.dst)  # ours, just written, and wrong: never left under the final name
+                except (OSError, FerryError):
+                    pass
+            return None
+    ctx.accounting.add_bytes(len(data))
+    ctx.accounting.file_finished("done")
+    return Outcome("done", verified, algo, src_hash), None
