@@ -234,15 +234,18 @@ class S3Backend(Backend):
         key: str,
         upload_id: str,
         number: int,
-        body: bytes,
+        body: bytes | bytearray,
         content_md5: str | None,
         checksum_sha256: bytes | None = None,
+        unsigned: bool = False,
     ) -> Any:
         """One part of a multipart upload: the lean path, else botocore."""
         fast = self.fast
         if fast is not None and fast.enabled:
             try:
-                return fast.upload_part(self.bucket, key, upload_id, number, body, content_md5, checksum_sha256)
+                return fast.upload_part(
+                    self.bucket, key, upload_id, number, body, content_md5, checksum_sha256, unsigned
+                )
             except Fallback:
                 pass
         kw = {"ContentMD5": content_md5} if content_md5 else {}

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 from ferry.backends.s3_http import LeanConnection
@@ -262,27 +262,30 @@ class FastS3:
         key: str,
         upload_id: str,
         number: int,
-        body: bytes,
+        body: bytes | bytearray,
         content_md5: str | None,
         checksum_sha256: bytes | None = None,
+        unsigned: bool = False,
     ) -> dict[str, Any]:
         """UploadPart. With an additional SHA-256 checksum, that same digest is SigV4's payload hash
         (one SHA-256 pass per part for both). With Content-MD5 alone (a signed header, checked by
-        the server before it stores anything) the payload goes unsigned, so the part is not hashed
-        once more for SigV4, as botocore does over TLS; with neither the payload's SHA-256 is signed."""
+        the server before it stores anything), or with ``unsigned`` (the caller compares the part's
+        ETag with its own MD5), the payload goes unsigned, so the part is not hashed once more for
+        SigV4, as botocore does over TLS; otherwise the payload's SHA-256 is signed."""
         headers: dict[str, str] = {}
         if content_md5:
             headers["Content-MD5"] = content_md5
         if checksum_sha256 is not None:
             headers["x-amz-checksum-sha256"] = base64.b64encode(checksum_sha256).decode("ascii")
             payload = checksum_sha256.hex()
-        elif content_md5:
+        elif content_md5 or unsigned:
             payload = UNSIGNED
         else:
             payload = hashlib.sha256(body).hexdigest()
         # Canonical query: names sorted (partNumber < uploadId), values encoded as SigV4 wants.
         query = f"partNumber={number}&uploadId={quote(upload_id, safe='-_.~')}"
-        status, got, data = self._request("PUT", bucket, key, headers, body, payload, query)
+        # A writer's reused part buffer (bytearray) goes to sendall as it is: no copy into bytes.
+        status, got, data = self._request("PUT", bucket, key, headers, cast(bytes, body), payload, query)
         self._answer(status, got, data)
         return _shape(got, len(body))
 

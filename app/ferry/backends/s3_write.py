@@ -100,7 +100,12 @@ class S3Writer(Writer):
         self._fed = False  # any byte handed to write() or feed_prefix() yet
         self._readback = readback
         self._part_size = choose_part_size(size, backend.settings.part_size)
-        self._buf = bytearray()
+        self._buf = bytearray()  # a single PUT's body
+        # Multipart: the part being filled, and emptied part buffers to fill again (at most the
+        # parts in flight plus one): each byte is copied once, into its part, and sent from there.
+        self._part: bytearray | None = None
+        self._fill = 0
+        self._free: list[bytearray] = []
         self._multipart = size is None or size > self._part_size
         self._upload_id: str | None = None
         # number -> (etag, size, md5 hex or "", base64 SHA-256 or "")
@@ -286,24 +291,32 @@ class S3Writer(Writer):
         self._fed = True
         if self._hasher is not None:
             self._hasher.update(data)
-        self._buf += data
-        if not self._multipart and len(self._buf) > self._part_size:
+        if not self._multipart:
+            self._buf += data
+            if len(self._buf) <= self._part_size:
+                return
             self._multipart = True  # the source grew past the single-PUT size: switch over
-        if self._multipart:
-            while len(self._buf) >= self._part_size:
-                chunk = bytes(self._buf[: self._part_size])
-                del self._buf[: self._part_size]
-                self._submit(chunk)
+            data, self._buf = self._buf, bytearray()
+        view = memoryview(data).cast("B")
+        while view:
+            part = self._part
+            if part is None:
+                with self._lock:
+                    part = self._free.pop() if self._free else bytearray(self._part_size)
+                self._part, self._fill = part, 0
+            n = min(len(view), self._part_size - self._fill)
+            part[self._fill : self._fill + n] = view[:n]
+            self._fill += n
+            view = view[n:]
+            if self._fill == self._part_size:
+                self._part, self._fill = None, 0
+                self._submit(part)  # the buffer itself: no copy (it comes back to _free when sent)
 
     def _start_upload(self) -> None:
         kw: dict[str, Any] = {}
         if self._verify:
             checks = self._checks()
             self._part_sha = checks.multipart_sha256
-            # Content-MD5 where it is the check the server makes itself, or where no SHA-256 part
-            # checksum is checked instead and ETags might not be MD5s (SSE-KMS is only known from
-            # the answer below): the part's ETag is compared with its MD5 in any case.
-            self._part_md5_header = not (self._part_sha and checks.checks_sha256)
             if self._part_sha:
                 kw["ChecksumAlgorithm"] = "SHA256"
         if self._mtime is not None:
@@ -314,9 +327,17 @@ class S3Writer(Writer):
             raise map_error(exc, f"starting the upload of {self._b.display(self.final_path)}", bucket=self._b.bucket)
         self._upload_id = str(resp["UploadId"])
         self._sse = resp.get("ServerSideEncryption")
+        # Content-MD5 on parts only where the part's ETag is no MD5 (SSE-KMS) and no SHA-256
+        # checksum is checked instead. Elsewhere the ETag the server returns for each part is the
+        # MD5 of the bytes it received, compared here before CompleteMultipartUpload: the same
+        # check, without the server hashing every part a second time to test the header (+20% of
+        # rclone's CPU on a big upload).
+        self._part_md5_header = (
+            self._verify and self._sse in _KMS and not (self._part_sha and self._checks().checks_sha256)
+        )
         self._save_state_locked()
 
-    def _submit(self, chunk: bytes) -> None:
+    def _submit(self, chunk: bytes | bytearray) -> None:
         if self._upload_id is None:
             self._start_upload()
         n = self._next_part
@@ -329,7 +350,7 @@ class S3Writer(Writer):
             raise self._failed
         self._futures.append(self._b.executor.submit(self._upload_part, n, chunk))
 
-    def _upload_part(self, n: int, chunk: bytes) -> None:
+    def _upload_part(self, n: int, chunk: bytes | bytearray) -> None:
         try:
             if self._failed is not None:
                 return
@@ -346,6 +367,7 @@ class S3Writer(Writer):
                     chunk,
                     _b64(md5) if md5 and self._part_md5_header else None,
                     checksum_sha256=sha,
+                    unsigned=bool(md5),  # its ETag is compared with this MD5: no SHA-256 pass for SigV4
                 )
             except Exception as exc:
                 raise map_error(exc, f"uploading {what}", bucket=self._b.bucket) from exc
@@ -360,6 +382,8 @@ class S3Writer(Writer):
             with self._lock:
                 self._parts[n] = (etag, len(chunk), md5_hex, sha_b64)
                 self._save_state_locked()
+                if isinstance(chunk, bytearray) and len(chunk) == self._part_size and len(self._free) < 2:
+                    self._free.append(chunk)  # sent: the next part fills it again
         except BaseException as exc:
             if self._failed is None:
                 self._failed = exc
@@ -386,9 +410,11 @@ class S3Writer(Writer):
         if self._copy_source is not None:
             return None
         if self._multipart:
-            if self._buf or self._upload_id is None or (not self._parts and not self._futures):
-                chunk, self._buf = bytes(self._buf), bytearray()
+            if self._fill or self._upload_id is None or (not self._parts and not self._futures):
+                chunk = bytes(self._part[: self._fill]) if self._part is not None else b""
+                self._part, self._fill = None, 0
                 self._submit(chunk)
+            self._free.clear()
             self._wait_parts()
         return self._stream_digest()
 
