@@ -15,7 +15,7 @@ import pytest
 import ferry.backends.sftp as sftp_mod
 import ferry.backends.sftp_parallel as parallel_mod
 from ferry.backends import ssh_fastpath
-from ferry.core.errors import Transient
+from ferry.core.errors import FerryError, Transient
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
 
@@ -153,3 +153,35 @@ def test_chunk_pipe_reads_like_paramikos_pipe() -> None:
     p.close()
     assert p.read(100) == b"tail"  # what was fed before the close is still read
     assert p.read(100) == b"" and p.readinto(memoryview(bytearray(4))) == 0
+
+
+def test_a_big_upload_sends_from_its_own_thread_and_a_failure_still_fails_the_file(
+    backend: Any, sshd: SshServer
+) -> None:
+    import threading
+
+    from paramiko.sftp import CMD_CLOSE
+
+    folder = sshd.mkdir()
+    (folder / "keep.txt").write_bytes(b"x")
+    sshd.chown(folder)
+    w = backend.open_write(str(folder / "c.bin"), size=sftp_mod.SEND_THREAD_MIN, token="3", readback=None)
+    assert w._sender is not None
+    w._client._request(CMD_CLOSE, w._handle)  # the server forgets the handle: every WRITE now fails
+    with pytest.raises(FerryError):
+        for _ in range(sftp_mod.SEND_THREAD_MIN >> 20):
+            w.write(os.urandom(1 << 20))
+        w.finish()
+    w.abort()
+    assert not [t for t in threading.enumerate() if t.name == "sftp-send"]
+    # The same pooled channel answers the next requests correctly.
+    assert sorted(e.name for e in backend.list(str(folder))) == ["keep.txt"]
+    # And a big upload through the thread is exact, acknowledged to its last byte.
+    data = os.urandom(sftp_mod.SEND_THREAD_MIN + 999)
+    w = backend.open_write(str(folder / "d.bin"), size=len(data), token="4", readback=None)
+    assert w._sender is not None
+    for start in range(0, len(data), 1 << 20):
+        w.write(data[start : start + (1 << 20)])
+    assert w.finish() is None and w.acknowledged == len(data)
+    w.commit(overwrite=False)
+    assert (folder / "d.bin").read_bytes() == data
