@@ -27,7 +27,7 @@ import stat as stat_mod
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -1718,6 +1718,33 @@ class SFTPBackend(Backend):
                 c.utime(_b(path), (ts, ts))
             except Exception as exc:
                 raise _map_error(exc, self.display(path)) from exc
+
+    # ---- many small files in one tar stream (sftp_tar; driven by ferry.transfers.batch) ----
+    def batch_usable(self, direction: str, algo: str | None) -> bool:
+        """Whether small files may go in tar batches: up (``write_batch``) needs the remote tool
+        for ``algo`` to check what tar extracted; down (``read_batch``) only the tar."""
+        from ferry.backends import sftp_tar
+
+        if not sftp_tar.usable(self._host):
+            return False
+        return direction == "down" or (algo is not None and algo in self.capabilities.hashes)
+
+    def write_batch(
+        self, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str
+    ) -> Sequence[str | BaseException]:
+        from ferry.backends import sftp_tar
+
+        return sftp_tar.write_batch(self, [(self._abs(p), data, tok, mt) for p, data, tok, mt in items], algo)
+
+    def commit_batch(self, items: Sequence[tuple[str, str, bool, int]]) -> Sequence[BaseException | None]:
+        from ferry.backends import sftp_tar
+
+        return sftp_tar.commit_batch(self, items)
+
+    def read_batch(self, paths: Sequence[str]) -> Sequence[tuple[Entry, bytes] | BaseException]:
+        from ferry.backends import sftp_tar
+
+        return sftp_tar.read_batch(self, [self._abs(p) for p in paths])
 
     def close(self) -> None:
         """Connections are shared per host for the whole process (one login per host per run)."""
