@@ -202,6 +202,10 @@ class ChunkPipe:
         self._chunks: deque[memoryview] = deque()
         self._size = 0
         self._closed = False
+        # Bytes the waiting reader needs before it can do anything: feeds short of it do not
+        # wake it (a 255 KiB reply arrives in several SSH packets; waking the reader for each
+        # cost the transport thread more than decrypting them, profiled).
+        self._want = 1
 
     def set_event(self, event: Any) -> None:
         with self._lock:
@@ -218,28 +222,33 @@ class ChunkPipe:
             if len(data):
                 self._chunks.append(memoryview(data).cast("B"))
                 self._size += len(data)
-            self._cv.notify_all()
+            if self._size >= self._want:
+                self._cv.notify_all()
 
     def read_ready(self) -> bool:
         with self._lock:
             return self._size > 0
 
-    def _wait(self, timeout: float | None) -> None:
-        """Wait for data or close (the caller holds the lock)."""
-        if self._size or self._closed:
+    def _wait(self, timeout: float | None, need: int = 1) -> None:
+        """Wait for ``need`` bytes or close (the caller holds the lock)."""
+        if self._size >= need or self._closed:
             return
         if timeout == 0.0:
             from paramiko.buffered_pipe import PipeTimeout
 
             raise PipeTimeout()
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not self._size and not self._closed:
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0:
-                from paramiko.buffered_pipe import PipeTimeout
+        self._want = need
+        try:
+            while self._size < need and not self._closed:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    from paramiko.buffered_pipe import PipeTimeout
 
-                raise PipeTimeout()
-            self._cv.wait(left)
+                    raise PipeTimeout()
+                self._cv.wait(left)
+        finally:
+            self._want = 1
 
     def _took(self, n: int) -> None:
         self._size -= n
@@ -265,11 +274,11 @@ class ChunkPipe:
             self._took(got)
         return out[0].tobytes() if len(out) == 1 else b"".join(out)
 
-    def readinto(self, view: memoryview, timeout: float | None = None) -> int:
-        """Copy up to ``len(view)`` buffered bytes into ``view`` (waiting for the first); 0 once
-        closed and empty."""
+    def readinto(self, view: memoryview, timeout: float | None = None, *, whole: bool = False) -> int:
+        """Copy up to ``len(view)`` buffered bytes into ``view``, waiting for the first (or, with
+        ``whole``, for all of them unless the channel closes first); 0 once closed and empty."""
         with self._lock:
-            self._wait(timeout)
+            self._wait(timeout, len(view) if whole else 1)
             got = 0
             want = len(view)
             while self._chunks and got < want:
@@ -328,7 +337,7 @@ def recv_exact_into(chan: Any, pipe: ChunkPipe, view: memoryview) -> None:
     ``Channel.recv`` does; EOFError if the channel closes first."""
     got = 0
     while got < len(view):
-        n = pipe.readinto(view[got:], chan.timeout)
+        n = pipe.readinto(view[got:], chan.timeout, whole=True)
         if n == 0:
             raise EOFError("the SSH channel closed")
         got += n
