@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import os
 import threading
 from concurrent.futures import Future
 from datetime import datetime
@@ -50,6 +51,44 @@ def choose_part_size(size: int | None, configured: int | None) -> int:
     needed = -(-total // MAX_PARTS)
     needed = -(-needed // (1 << 20)) * (1 << 20)  # whole MiB
     return max(MIN_PART, base, needed)
+
+
+class PartBudget:
+    """Bytes of multipart part buffers handed to the part threads (queued or being sent) by every
+    upload in this process. Each file already keeps at most ``part_concurrency`` parts in flight,
+    but sixteen workers on big files at 16 MiB x 4 parts each would hold over 1 GiB; this caps the
+    total (``FERRY_S3_UPLOAD_MEMORY``, default 512 MiB). A part always goes when nothing else is
+    in flight, so a part larger than the budget is slow, never stuck."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self._cond = threading.Condition()
+
+    def acquire(self, n: int) -> None:
+        with self._cond:
+            while self.used and self.used + n > self.limit:
+                self._cond.wait()
+            self.used += n
+            self.peak = max(self.peak, self.used)
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            self._cond.notify_all()
+
+
+def _budget_limit() -> int:
+    raw = os.environ.get("FERRY_S3_UPLOAD_MEMORY")
+    if raw:
+        from ferry.core.units import parse_size
+
+        return max(MIN_PART, parse_size(raw))
+    return 512 << 20
+
+
+BUDGET = PartBudget(_budget_limit())
 
 
 def multipart_etag(md5_hexes: list[str]) -> str:
@@ -348,7 +387,21 @@ class S3Writer(Writer):
         if self._failed is not None:
             self._inflight.release()
             raise self._failed
-        self._futures.append(self._b.executor.submit(self._upload_part, n, chunk))
+        size = len(chunk)
+        BUDGET.acquire(size)  # and across all files: see PartBudget
+        try:
+            future = self._b.executor.submit(self._upload_part, n, chunk)
+        except BaseException:
+            BUDGET.release(size)
+            self._inflight.release()
+            raise
+
+        def cancelled(f: Future[None]) -> None:
+            if f.cancelled():  # abort() cancelled it before it ran: _upload_part never releases
+                BUDGET.release(size)
+
+        future.add_done_callback(cancelled)
+        self._futures.append(future)
 
     def _upload_part(self, n: int, chunk: bytes | bytearray) -> None:
         try:
@@ -389,6 +442,7 @@ class S3Writer(Writer):
                 self._failed = exc
             raise
         finally:
+            BUDGET.release(len(chunk))
             assert self._inflight is not None
             self._inflight.release()
 
