@@ -145,7 +145,29 @@ def _exec(host: _Host, command: bytes, stdin: bytes | None, timeout: float) -> t
 # ---- up ----
 
 
+def _ustar_header(name: bytes, size: int, mtime: int) -> bytes:
+    """A plain ustar header for a regular file (what ``TarInfo.tobuf`` makes for a short name,
+    at a tenth of its cost: it was 6% of the client's CPU for 10,000 small files)."""
+    head = (
+        name.ljust(100, b"\0")
+        + b"%07o\0" % MEMBER_MODE
+        + b"0000000\0" * 2  # uid, gid
+        + b"%011o\0" % size
+        + b"%011o\0" % mtime
+        + b" " * 8  # the checksum, counted as spaces
+        + b"0"  # a regular file
+        + b"\0" * 100  # link name
+        + b"ustar\x0000"
+        + b"\0" * (32 + 32 + 8 + 8 + 155 + 12)
+    )
+    checksum = b"%06o\0 " % sum(head)
+    return head[:148] + checksum + head[156:]
+
+
 def _member(name: str, data: bytes, mtime: int) -> bytes:
+    raw = ("./" + name).encode("utf-8")
+    if len(raw) < 100 and len(data) < 8 << 30 and 0 <= mtime < 8**11:
+        return _ustar_header(raw, len(data), mtime) + data + b"\0" * (-len(data) % tarfile.BLOCKSIZE)
     info = tarfile.TarInfo("./" + name)
     info.size = len(data)
     info.mtime = mtime
@@ -191,8 +213,13 @@ def write_batch(
     # channel's EOF outside its lock, so an EOF racing the server's CLOSE of a command that had
     # already ended can arrive after the channel is gone, and sshd then drops the whole
     # connection ("ieof packet referred to nonexistent channel", seen here with fast batches).
+    # The folder may not exist yet: its own task (the planner emits folders first) may still be
+    # waiting for another worker. Made here as the per-file copy makes a missing parent; tar
+    # makes the subfolders below it.
+    where = shlex.quote(base)
     command = (
-        f"cd -- {shlex.quote(base)} && tar -x -o -f - && {tool} -- {' '.join(args)}; s=$?; cat >/dev/null; exit $s"
+        f"{{ cd -- {where} 2>/dev/null || {{ mkdir -p -- {where} && cd -- {where}; }}; }} && "
+        f"tar -x -o -f - && {tool} -- {' '.join(args)}; s=$?; cat >/dev/null; exit $s"
     )
     try:
         rc, out, err = _exec(host, command.encode("utf-8"), stream, timeout=max(60.0, len(stream) / (1 << 20)))
@@ -205,6 +232,7 @@ def write_batch(
         problem = Transient(
             f"tar batch on {host.target.hostname} failed (exit {rc})", detail=err.decode(errors="replace")[-500:]
         )
+        log.info("%s; its files go per file: %s", problem.message, problem.detail)
         for i, _p in todo:
             results[i] = problem
         return results

@@ -34,6 +34,7 @@ from ferry.transfers.store import Task
 SMALL_FILE = 256 << 10  # files up to this size are batched
 MAX_FILES = 200  # per batch: one exec of tar with 200 files took 67 ms (one took 6.7 ms)
 MAX_BYTES = 8 << 20  # per batch: all of it is held in memory once
+GATHER_WAIT = 0.02  # seconds a worker waits for more small files when the queue runs dry
 
 Result = tuple[Outcome | None, BaseException | None]
 

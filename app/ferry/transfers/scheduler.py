@@ -634,11 +634,20 @@ class Runner:
         after the batch (never dropped, order otherwise kept); a stop signal met on the way is
         honoured after both."""
         tasks, size = [first], first.size or 0
+        # While the planner is still walking, the queue fills a few tasks at a time and idle
+        # workers would each take one (no batch at all): wait a moment for company.
+        deadline = time.monotonic() + batch.GATHER_WAIT
         while len(tasks) < batch.MAX_FILES and size < batch.MAX_BYTES:
             try:
                 item = self._work.get_nowait()
             except queue.Empty:
-                break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    item = self._work.get(timeout=left)
+                except queue.Empty:
+                    break
             if item is None:
                 return tasks, None, True
             if item[0] is not run or not batch.batchable(run.ctx, item[1]):
