@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
+from pathlib import Path
 
 import botocore.exceptions
 import pytest
@@ -22,6 +23,7 @@ from ferry.backends.s3 import S3Backend
 from ferry.backends.s3_checksums import composite_sha256, support
 from ferry.backends.s3_write import S3Writer
 from ferry.core.errors import ChecksumMismatch
+from helpers import Ferry
 from s3.checking_proxy import CheckingProxy
 from s3.conftest import make_backend
 from s3.servers import S3Server
@@ -246,3 +248,16 @@ def test_the_site_option_checksums_off_sends_no_checksum_header(moto: S3Server) 
     finally:
         backend.close()
         proxy.close()
+
+
+def test_ferry_cp_keeps_the_mtime_of_a_multipart_upload(
+    s3ferry: Ferry, server: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(PART + 100))  # two parts
+    os.utime(src, (1_600_000_000.5, 1_600_000_000.5))
+    s3ferry.extra_env["FERRY_S3_PART_SIZE"] = "5M"
+    s3ferry.ok("cp", src, f"s3://{bucket}/m/")
+    head = server.client().head_object(Bucket=bucket, Key="m/big.bin")
+    assert head["ETag"].strip('"').endswith("-2") or server.kind == "rclone"  # rclone shows the whole MD5
+    assert float({k.lower(): v for k, v in head["Metadata"].items()}["mtime"]) == 1_600_000_000.5
