@@ -21,7 +21,7 @@ back ``interrupted`` and is never batched again: the per-file path finds its par
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ferry.backends.base import Backend, Entry
@@ -91,6 +91,17 @@ def _cancel_rest(results: list[Result | None], exc: Cancelled) -> None:
             results[i] = (None, exc)
 
 
+def _each(call: Callable[[], Sequence[Any]], count: int) -> Sequence[Any]:
+    """A batch call's per-item results; if the call itself fails (no channel to be had, say),
+    that failure for every item, so each goes the per-file way (a Cancelled stays one)."""
+    try:
+        return call()
+    except Cancelled:
+        raise
+    except Exception as exc:
+        return [exc] * count
+
+
 def _partial(backend: Backend, path: str, token: str) -> str:
     from ferry.backends.base import temp_name
 
@@ -139,13 +150,10 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
         if ctx.limiters:
             ctx.limiters.consume(sum(len(d) for _i, _s, d, _h in sent), cancel)
         cancel.check()
-        landed = dst.write_batch(
-            [
-                (tasks[i].dst, data, str(tasks[i].id), source.mtime if preserve else None)
-                for i, source, data, _h in sent
-            ],
-            algo,
-        )
+        items = [
+            (tasks[i].dst, data, str(tasks[i].id), source.mtime if preserve else None) for i, source, data, _h in sent
+        ]
+        landed = _each(lambda: dst.write_batch(items, algo), len(items))
         cancel.check()
         ok: list[tuple[int, Entry, bytes, str]] = []
         for (i, source, data, digest), got in zip(sent, landed, strict=True):
@@ -198,7 +206,7 @@ def _download(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, resu
                 want.append(i)  # anything in the way: the per-file copy applies the policy
         if not want:
             return
-        got = src.read_batch([tasks[i].src for i in want])
+        got = _each(lambda: src.read_batch([tasks[i].src for i in want]), len(want))
         for i, item in zip(want, got, strict=True):
             cancel.check()
             if isinstance(item, Cancelled):

@@ -1,0 +1,167 @@
+"""The scheduler's batching seam (``ferry.transfers.batch``) on the memory backend, given the batch
+methods a backend offers (SFTP's tar streams are tested against the real sshd in
+``tests/sftp/test_tar_batches.py``): one result per task however tasks are grouped, folders, big
+files and conflicts interleaved with batches, a bad digest sent back per file, both directions."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from ferry.backends.base import Entry, temp_name
+from ferry.backends.memory import MemoryBackend, reset_memory_stores
+from ferry.transfers import batch
+from ferry.transfers.scheduler import RunConfig, Runner
+from ferry.transfers.store import Store
+from helpers import Ferry, MemSite, Recorder, file_digests, mem_job, partials
+
+BATCHED = "batched here"
+
+
+class _Batches:
+    """Batch methods for MemoryBackend, as simple as the contract allows."""
+
+    calls: ClassVar[list[int]] = []
+
+    def batch_usable(self: Any, direction: str, algo: str | None) -> bool:
+        return True
+
+    def write_batch(
+        self: Any, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str
+    ) -> list[str | BaseException]:
+        _Batches.calls.append(len(items))
+        out: list[str | BaseException] = []
+        for path, data, token, _mtime in items:
+            self.mkdir(path.rsplit("/", 1)[0], parents=True, exist_ok=True)  # as tar does
+            w = self.open_write(path, size=len(data), token=token)
+            w.write(data)
+            w.finish()  # left under its partial name, as tar leaves it
+            with self.open_read(w.temp_path) as f:
+                landed = f.read()
+            digest = hashlib.new(algo, landed).hexdigest()
+            out.append("0" * 64 if "corrupt" in path else digest)
+        return out
+
+    def commit_batch(self: Any, items: Sequence[tuple[str, str, bool, int]]) -> list[BaseException | None]:
+        out: list[BaseException | None] = []
+        for partial, final, overwrite, _size in items:
+            try:
+                if not overwrite and self.exists(final):
+                    from ferry.core.errors import AlreadyExists
+
+                    raise AlreadyExists(final)
+                self.rename(partial, final, overwrite=True)
+                out.append(None)
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+    def read_batch(self: Any, paths: Sequence[str]) -> list[tuple[Entry, bytes] | BaseException]:
+        _Batches.calls.append(len(paths))
+        out: list[tuple[Entry, bytes] | BaseException] = []
+        for p in paths:
+            try:
+                with self.open_read(p) as f:
+                    out.append((self.stat(p), f.read()))
+            except Exception as exc:
+                out.append(exc)
+        return out
+
+
+@pytest.fixture
+def batching(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    for name in ("batch_usable", "write_batch", "commit_batch", "read_batch"):
+        monkeypatch.setattr(MemoryBackend, name, getattr(_Batches, name), raising=False)
+    _Batches.calls = []
+    return _Batches.calls
+
+
+@pytest.fixture
+def site() -> Iterator[MemSite]:
+    name = f"batches-{uuid.uuid4().hex[:10]}"
+    yield MemSite(name)
+    reset_memory_stores(name)
+
+
+@pytest.fixture
+def store(ferry: Ferry) -> Iterator[Store]:
+    s = Store(ferry.home / "data" / "queue.db")
+    yield s
+    s.close()
+
+
+def _tree(root: Path) -> dict[str, str]:
+    for i in range(150):
+        p = root / f"d{i % 3}" / f"e{i % 2}" / f"f{i:03d}"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(os.urandom(i * 11))
+    (root / "d0" / "big.bin").write_bytes(os.urandom(batch.SMALL_FILE + 1))  # never batched
+    (root / "d1" / "corrupt.dat").write_bytes(b"lands wrong the first time")
+    return file_digests(root)
+
+
+def test_upload_batches_give_one_result_per_task(
+    batching: list[int], site: MemSite, store: Store, tmp_path: Path
+) -> None:
+    want = _tree(tmp_path / "src")
+    for rel in ("d0/e0/f000", "d2/e1/f005"):  # in the way: the skip policy keeps them
+        site.put(f"/dst/src/{rel}", b"theirs")
+    job = mem_job(store, [str(tmp_path / "src")], site.url("/dst/"), recursive=True, on_conflict="skip")
+    listener = Recorder()
+    summary = Runner(store, RunConfig(parallel=3, job_ids=[job]), listener=listener).run()
+    assert summary.jobs == {job: "done"}
+    assert batching and max(batching) > 1  # batches formed
+    tasks = list(store.tasks(job, kinds=("file",)))
+    assert len(tasks) == 152 and len({t.id for _t, _j, t, _r in listener.tasks}) == len(listener.tasks)
+    reported = [t.id for _t, _j, t, _r in listener.tasks if t.kind == "file"]
+    assert sorted(reported) == sorted(t.id for t in tasks)  # each file reported once
+    by_rel = {t.rel.split("/", 1)[1]: t for t in tasks}
+    for rel, digest in want.items():
+        t = by_rel[rel]
+        if rel in ("d0/e0/f000", "d2/e1/f005"):
+            assert t.state == "skipped" and site.get(f"/dst/src/{rel}") == b"theirs"
+            continue
+        assert t.state == "done" and t.hash == digest, (rel, t)
+        assert hashlib.sha256(site.get(f"/dst/src/{rel}")).hexdigest() == digest
+        if rel in ("d0/big.bin", "d1/corrupt.dat"):  # too big / bad digest: per file
+            assert t.verified == "sha256 match", t
+        else:
+            assert "tar-extracted" in (t.verified or ""), t
+    assert site.partials("/dst") == []
+
+
+def test_download_batches_write_through_the_local_writer(
+    batching: list[int], site: MemSite, store: Store, tmp_path: Path
+) -> None:
+    want = _tree(tmp_path / "src")
+    up = mem_job(store, [str(tmp_path / "src")], site.url("/dst/"), recursive=True)
+    assert Runner(store, RunConfig(parallel=2, job_ids=[up])).run().jobs == {up: "done"}
+    back = tmp_path / "back"
+    (back / "src" / "d1" / "e0").mkdir(parents=True)  # the copy lands in back/src
+    (back / "src" / "d1" / "e0" / "f004").write_bytes(b"mine")
+    down = mem_job(store, [site.url("/dst/src")], str(back), recursive=True, on_conflict="rename")
+    assert Runner(store, RunConfig(parallel=2, job_ids=[down])).run().jobs == {down: "done"}
+    got = file_digests(back / "src")
+    assert got.pop("d1/e0/f004 (1)") == want["d1/e0/f004"]
+    assert got.pop("d1/e0/f004") == hashlib.sha256(b"mine").hexdigest()
+    assert got == {k: v for k, v in want.items() if k != "d1/e0/f004"}
+    tasks = {t.rel.split("/", 1)[1]: t for t in store.tasks(down, kinds=("file",))}
+    assert all(t.state == "done" for t in tasks.values())
+    assert sum("tar stream" in (t.verified or "") for t in tasks.values()) >= 140
+    assert "tar stream" not in (tasks["d0/big.bin"].verified or "")
+    assert not partials(back)
+
+
+def test_nothing_batches_without_the_backend_methods(site: MemSite, store: Store, tmp_path: Path) -> None:
+    _tree(tmp_path / "src")
+    job = mem_job(store, [str(tmp_path / "src")], site.url("/dst/"), recursive=True)
+    assert Runner(store, RunConfig(parallel=2, job_ids=[job])).run().jobs == {job: "done"}
+    assert all(t.verified == "sha256 match" for t in store.tasks(job, kinds=("file",)))
+    assert temp_name("x", "1") == ".x.1.ferry-part"  # the partial name both paths share
