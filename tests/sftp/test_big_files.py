@@ -69,6 +69,7 @@ def test_upload_and_download_take_the_lean_paths_and_are_exact(
     assert (folder / "up.bin").read_bytes() == data
     transport = backend._host.transport()
     assert "gcm" in transport.local_cipher and ssh_fastpath.usable(transport)
+    assert transport.packetizer._ferry_lean_reads  # and the transport reads GCM packets the lean way
     # Every data packet went the lean way, each within the server's packet limit.
     chan_max = max(sent)
     assert sum(sent) >= len(data) and chan_max <= 32 << 10

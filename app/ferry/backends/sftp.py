@@ -218,6 +218,7 @@ class _Host:
         opts = transport.get_security_options()
         gcm = [c for c in opts.ciphers if "gcm" in c]
         opts.ciphers = tuple(gcm + [c for c in opts.ciphers if c not in gcm])  # AES-GCM first: faster here
+        ssh_fastpath.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
         try:
             transport.start_client(timeout=t.connect_timeout)
             self._check_host_key(transport)

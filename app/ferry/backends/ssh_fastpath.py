@@ -191,6 +191,125 @@ def send_data(chan: Any, parts: Sequence[Buffer]) -> None:
         left -= size
 
 
+_IN_NEEDED = (
+    "aead_in",
+    "etm_in",
+    "block_engine_in",
+    "iv_in",
+    "mac_size_in",
+    "compress_engine_in",
+    "dump_packets",
+    "remainder",
+    "socket",
+    "closed",
+    "sequence_number_in",
+    "received_bytes",
+    "received_packets",
+    "received_bytes_overflow",
+    "received_packets_overflow",
+    "need_rekey",
+)
+
+
+def lean_reads(transport: Any) -> bool:
+    """Have the transport's reader thread take :func:`_read_message` for AES-GCM packets (and
+    paramiko's own ``read_message`` for anything else); False if this paramiko's packetizer
+    does not look as expected."""
+    pk = transport.packetizer
+    if not all(hasattr(pk, _P + name) for name in _IN_NEEDED) or not hasattr(pk, "read_all"):
+        return False
+    if getattr(pk, "_ferry_lean_reads", False):
+        return True
+    original = pk.read_message
+    pk.read_message = lambda: _read_message(pk, original)
+    pk._ferry_lean_reads = True
+    return True
+
+
+def _recv_into(pk: Any, sock: socket.socket, view: memoryview) -> None:
+    """Fill ``view`` from the socket, as ``Packetizer.read_all`` does (its timeouts are how
+    paramiko notices a closed transport and sends keepalives) but without joining pieces."""
+    got = 0
+    while got < len(view):
+        try:
+            n = sock.recv_into(view[got:])
+        except (TimeoutError, BlockingIOError, InterruptedError):
+            if getattr(pk, _P + "closed"):
+                raise EOFError() from None
+            pk._check_keepalive()
+            continue
+        except OSError:
+            if getattr(pk, _P + "closed"):
+                raise EOFError() from None
+            raise
+        if n == 0:
+            raise EOFError()
+        got += n
+
+
+def _read_message(pk: Any, original: Any) -> tuple[int, Any]:
+    """``Packetizer.read_message`` for AES-GCM with two copies of each packet fewer: the packet
+    is received into one buffer (paramiko joins the pieces, then the length's block with the
+    rest), decrypted, and a CHANNEL_DATA message reads its data straight out of the plaintext
+    (paramiko slices off the padding, then the message type, copying each time). Sequence
+    numbers, the IV counter and the rekey accounting are paramiko's."""
+    sock = getattr(pk, _P + "socket")
+    engine = getattr(pk, _P + "block_engine_in")
+    if (
+        not getattr(pk, _P + "aead_in")
+        or engine is None
+        or getattr(pk, _P + "etm_in")
+        or getattr(pk, _P + "compress_engine_in") is not None
+        or getattr(pk, _P + "dump_packets")
+        or getattr(pk, _P + "remainder")
+        or not isinstance(sock, socket.socket)
+    ):
+        return original()  # type: ignore[no-any-return]
+    from paramiko import SSHException
+    from paramiko.message import Message
+
+    aad = pk.read_all(4, check_rekey=True)  # paramiko's: the rekey and keepalive checks while idle
+    packet_size = struct.unpack(">I", aad)[0]
+    mac_size = getattr(pk, _P + "mac_size_in")
+    if packet_size < 5 or packet_size > (1 << 20):
+        raise SSHException(f"Invalid packet length {packet_size}")
+    sealed = bytearray(packet_size + mac_size)
+    _recv_into(pk, sock, memoryview(sealed))
+    iv = getattr(pk, _P + "iv_in")
+    plain = engine.decrypt(iv, sealed, aad)
+    setattr(pk, _P + "iv_in", pk._inc_iv_counter(iv))
+    padding = plain[0]
+    cmd = plain[1]
+    if cmd == _MSG_CHANNEL_DATA:
+        msg = Message(plain)  # shares the bytes; channel data is read by its length, never to the end
+        msg.packet.seek(2)
+    else:
+        msg = Message(plain[2 : packet_size - padding])
+    seqno = getattr(pk, _P + "sequence_number_in")
+    msg.seqno = seqno
+    seqno = (seqno + 1) & 0xFFFFFFFF
+    if seqno == 0 and not pk._initial_kex_done:
+        raise SSHException("Sequence number rolled over during initial kex!")
+    setattr(pk, _P + "sequence_number_in", seqno)
+    raw = packet_size + mac_size + 4
+    received_bytes = getattr(pk, _P + "received_bytes") + raw
+    received_packets = getattr(pk, _P + "received_packets") + 1
+    setattr(pk, _P + "received_bytes", received_bytes)
+    setattr(pk, _P + "received_packets", received_packets)
+    if getattr(pk, _P + "need_rekey"):
+        over_bytes = getattr(pk, _P + "received_bytes_overflow") + raw
+        over_packets = getattr(pk, _P + "received_packets_overflow") + 1
+        setattr(pk, _P + "received_bytes_overflow", over_bytes)
+        setattr(pk, _P + "received_packets_overflow", over_packets)
+        if over_packets >= pk.REKEY_PACKETS_OVERFLOW_MAX or over_bytes >= pk.REKEY_BYTES_OVERFLOW_MAX:
+            raise SSHException("Remote transport is ignoring rekey requests")
+    elif received_packets >= pk.REKEY_PACKETS or received_bytes >= pk.REKEY_BYTES:
+        setattr(pk, _P + "received_bytes_overflow", 0)
+        setattr(pk, _P + "received_packets_overflow", 0)
+        pk._trigger_rekey()
+    return cmd, msg
+
+
 class ChunkPipe:
     """Drop-in for paramiko's ``BufferedPipe`` on a channel's inbound side, keeping fed chunks as
     they came (no array to grow, slice and shift) so :meth:`readinto` copies each byte once."""
