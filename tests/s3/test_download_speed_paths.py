@@ -24,6 +24,7 @@ from ferry.transfers.bandwidth import Limiters
 from ferry.transfers.copy import CopyContext, run_task
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import Task
+from s3.conftest import make_backend
 from s3.servers import S3Server
 
 RANGE = 128 << 10
@@ -140,3 +141,28 @@ def test_a_failed_range_fails_the_read_and_nothing_waits_forever(backend: S3Back
     server.client().put_object(Bucket=backend.bucket, Key="after.bin", Body=data)
     with backend.open_read("after.bin") as f:
         assert f.read() == data
+
+
+def test_through_botocore_the_same_ranges_and_the_same_refusal(
+    server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FERRY_S3_FAST", "0")  # AWS itself, or the lean path switched off
+    backend = make_backend(server, bucket)
+    try:
+        assert backend.fast is None
+        data = os.urandom(7 * RANGE + 3)
+        c = server.client()
+        c.put_object(Bucket=bucket, Key="boto.bin", Body=data)
+        assert backend.stat("boto.bin").size == len(data)
+        hasher = hashlib.sha256()
+        with backend.open_read("boto.bin") as f:
+            assert f.feed_hasher(hasher)
+            assert f.read() == data
+        assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+        assert backend.stat("boto.bin").size == len(data)
+        c.put_object(Bucket=bucket, Key="boto.bin", Body=os.urandom(len(data)))
+        changed = pytest.raises(Transient, match="changed on the server during the download")
+        with changed, backend.open_read("boto.bin") as f:
+            f.read()
+    finally:
+        backend.close()
