@@ -131,15 +131,20 @@ class HashBatcher:
 
 
 # A remote hash that follows an upload: the shell holds the partial file open on fd 3; every
-# number Ferry sends on stdin makes one ``dd`` pass that many more bytes (already acknowledged
-# by the server, so present in the file) to the tool, which prints the digest when stdin ends.
-# ``dd bs=N count=1`` on a regular file reads exactly N bytes unless the file is shorter; at
-# the end ``wc -c`` of what is left after fd 3's offset proves every byte went through exactly
-# once (a short read would leave bytes behind and the answer is not trusted).
+# number Ferry sends on stdin makes ``dd`` pass that many more bytes (already acknowledged by
+# the server, so present in the file) to the tool, which prints the digest when stdin ends.
+# ``dd`` on a regular file reads whole blocks unless the file is shorter; at the end ``wc -c``
+# of what is left after fd 3's offset proves every byte went through exactly once (a short read
+# would leave bytes behind and the answer is not trusted). Blocks of 64 KiB (the pipe's size),
+# then one block for the rest: one 8 MiB block per step cost the server 0.72-0.78 s of CPU per
+# 256 MiB against 0.41-0.47 s this way (a fresh 8 MiB buffer each time, written into a 64 KiB
+# pipe in pieces); ``openssl dgst`` reading the finished file costs 0.22 s.
 _FOLLOW_SCRIPT = (
     'exec 3< "$1" || exit 97; '
     "{{ while read -r n; do case $n in ''|*[!0-9]*) break;; esac; "
-    "dd bs=$n count=1 <&3 2>/dev/null || exit 98; done; "
+    "q=$((n / 65536)); r=$((n % 65536)); "
+    "if [ $q -gt 0 ]; then dd bs=65536 count=$q <&3 2>/dev/null || exit 98; fi; "
+    "if [ $r -gt 0 ]; then dd bs=$r count=1 <&3 2>/dev/null || exit 98; fi; done; "
     'echo "left $(wc -c <&3)" >&2; }} | {tool}'
 )
 FOLLOW_STEP = 8 << 20  # bytes per dd: the hash lags the upload by about this much
