@@ -435,8 +435,10 @@ class S3Writer(Writer):
             with self._lock:
                 self._parts[n] = (etag, len(chunk), md5_hex, sha_b64)
                 self._save_state_locked()
+                # Sent: the next part fills it again. Two are enough (the writer waits for a part to
+                # finish before it needs another buffer); more would sit outside the PartBudget.
                 if isinstance(chunk, bytearray) and len(chunk) == self._part_size and len(self._free) < 2:
-                    self._free.append(chunk)  # sent: the next part fills it again
+                    self._free.append(chunk)
         except BaseException as exc:
             if self._failed is None:
                 self._failed = exc
