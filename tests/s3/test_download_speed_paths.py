@@ -25,7 +25,7 @@ from ferry.transfers.copy import CopyContext, run_task
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import Task
 from s3.conftest import make_backend
-from s3.servers import S3Server
+from s3.servers import S3Server, aws_env
 
 RANGE = 128 << 10
 
@@ -166,3 +166,22 @@ def test_through_botocore_the_same_ranges_and_the_same_refusal(
             f.read()
     finally:
         backend.close()
+
+
+def test_a_download_of_lean_gets_never_loads_botocores_client(server: S3Server, bucket: str) -> None:
+    data = os.urandom(5 * RANGE + 1)
+    server.client().put_object(Bucket=bucket, Key="noclient.bin", Body=data)
+    with aws_env(server):
+        backend = S3Backend(Address("s3", "", host=bucket))
+        try:
+            assert backend.stat("noclient.bin").size == len(data)
+            with backend.open_read("noclient.bin") as f:
+                assert f.read() == data
+            assert backend._client is None  # its S3 model (~0.1 s of CPU) was never loaded
+            lean = backend.fast
+            assert lean is not None and lean.netloc == server.endpoint.split("//", 1)[1]
+            # Once a request needs botocore (a listing), the client is built and agrees with it.
+            assert [e.name for e in backend.list("")] == ["noclient.bin"]
+            assert backend._client is not None and backend.fast is lean
+        finally:
+            backend.close()

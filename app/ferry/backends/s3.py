@@ -33,12 +33,15 @@ from ferry.backends.s3_client import (
     MIN_PART,
     Archived,
     S3Settings,
+    _configured_endpoint,
+    _is_aws,
     make_client,
     make_session,
     map_error,
+    read_timeout,
     settings_for,
 )
-from ferry.backends.s3_fast import Fallback, FastS3, fast_path_for
+from ferry.backends.s3_fast import Fallback, FastS3, fast_path_at, fast_path_for
 from ferry.backends.s3_names import encode_name
 from ferry.backends.s3_read import RangedReader
 from ferry.backends.s3_write import S3Writer, choose_part_size
@@ -187,6 +190,7 @@ class S3Backend(Backend):
         self._client: Any = None
         self._session: Any = None
         self._fast: FastS3 | None = None  # the lean PUT/GET path (s3_fast), where it applies
+        self._fast_known = False  # whether _fast is decided (from the settings, or by the client)
         workers = max(8, self.settings.part_concurrency * 4)
         self._executor: ThreadPoolExecutor | None = None
         self._conditional: bool | None = None  # does the store honour If-None-Match? (probed once)
@@ -205,18 +209,49 @@ class S3Backend(Backend):
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    self._session = make_session(self.settings)
+                    if self._session is None:
+                        self._session = make_session(self.settings)
                     # Scheduler workers + our part/range threads, so no request waits for a socket.
                     client = make_client(self._session, self.settings, pool_size=64 + self._workers)
-                    self._fast = fast_path_for(client, self._session)
+                    lean = fast_path_for(client, self._session)
+                    known = self._fast
+                    if lean is None or known is None or _where(lean) != _where(known):
+                        self._fast = lean  # botocore's answer wins over the guess made without it
+                    self._fast_known = True
                     self._client = client
         return self._client
 
     @property
     def fast(self) -> FastS3 | None:
-        """The lean path for small PUTs and GETs (:mod:`ferry.backends.s3_fast`), or None."""
-        _ = self.client
+        """The lean path for small PUTs and GETs (:mod:`ferry.backends.s3_fast`), or None.
+
+        Where the settings alone say it applies (a custom endpoint, path-style, a region) it is made
+        without botocore's client: loading the S3 model is ~0.1 s of CPU, a tenth of a 256 MiB
+        download here, and a download made of lean GETs never needs it. Anything else builds the
+        client and asks it, as every botocore request does anyway."""
+        if not self._fast_known:
+            with self._lock:
+                if not self._fast_known and self._client is None:
+                    if self._session is None:
+                        self._session = make_session(self.settings)
+                    self._fast = self._lean_from_settings()
+                    self._fast_known = self._fast is not None
+        if not self._fast_known:
+            _ = self.client
         return self._fast
+
+    def _lean_from_settings(self) -> FastS3 | None:
+        settings = self.settings
+        if settings.addressing not in (None, "path"):
+            return None
+        endpoint = settings.endpoint_url or _configured_endpoint(self._session)
+        if not endpoint or _is_aws(endpoint):
+            return None  # AWS itself keeps botocore; make_client addresses custom endpoints path-style
+        try:
+            region = settings.region or self._session.get_config_variable("region")
+        except Exception:
+            return None
+        return fast_path_at(endpoint, region, self._session, read_timeout())
 
     def get_object(self, key: str, byte_range: str | None) -> Any:
         """GetObject of one range (read whole by the caller): the lean path, else botocore."""
@@ -1051,6 +1086,10 @@ class S3Backend(Backend):
 
     def revoke(self, link: Link) -> None:
         raise Unsupported(REVOKE_NOTE)
+
+
+def _where(fast: FastS3) -> tuple[str, str, str, str]:
+    return fast.scheme, fast.netloc, fast.base_path, fast.region
 
 
 def _sh(text: str) -> str:
