@@ -1131,9 +1131,10 @@ class _Sender:
     SEND_AHEAD bytes waiting. A failure stops it; the next :meth:`put` (or :meth:`close`)
     raises it, so a full disk still fails the file early."""
 
-    def __init__(self, send: Callable[[bytes], None]) -> None:
+    def __init__(self, send: Callable[[memoryview], None]) -> None:
         self._send = send
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[memoryview] = deque()
+        self._spare: list[bytearray] = []  # buffers already sent, reused (fresh ones page-fault)
         self._queued = 0  # bytes put and not yet sent
         self._done = False
         self._error: BaseException | None = None
@@ -1141,14 +1142,21 @@ class _Sender:
         self._thread = threading.Thread(target=self._run, daemon=True, name="sftp-send")
         self._thread.start()
 
-    def put(self, data: bytes) -> None:
+    def put(self, data: bytes | bytearray | memoryview) -> None:
+        """Queue a copy of ``data`` (the caller reuses its buffer at once)."""
+        view = memoryview(data).cast("B")
         with self._cond:
             while self._queued >= SEND_AHEAD and self._error is None:
                 self._cond.wait()
             if self._error is not None:
                 raise self._error
-            self._queue.append(data)
-            self._queued += len(data)
+            spare = self._spare.pop() if self._spare else None
+        if spare is None or len(spare) < len(view):
+            spare = bytearray(len(view))
+        spare[: len(view)] = view
+        with self._cond:
+            self._queue.append(memoryview(spare)[: len(view)])
+            self._queued += len(view)
             self._cond.notify_all()
 
     def _run(self) -> None:
@@ -1163,6 +1171,8 @@ class _Sender:
                 self._send(data)
                 with self._cond:
                     self._queued -= len(data)
+                    if len(self._spare) < 4:
+                        self._spare.append(cast(bytearray, data.obj))  # every byte is in packets by now
                     self._cond.notify_all()
         except BaseException as exc:
             with self._cond:
@@ -1285,7 +1295,7 @@ class SFTPWriter(Writer):
     def write(self, data: bytes | bytearray | memoryview) -> None:
         if self._sender is not None:
             try:
-                self._sender.put(bytes(data))  # a copy: the caller reuses its buffer at once
+                self._sender.put(data)
             except Exception as exc:
                 raise _map_error(exc, self.final_path) from exc
             return
