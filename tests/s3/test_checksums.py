@@ -22,11 +22,12 @@ import pytest
 from ferry.backends.s3 import S3Backend
 from ferry.backends.s3_checksums import composite_sha256, support
 from ferry.backends.s3_write import S3Writer
+from ferry.core.address import Address
 from ferry.core.errors import ChecksumMismatch
 from helpers import Ferry
 from s3.checking_proxy import CheckingProxy
 from s3.conftest import make_backend
-from s3.servers import S3Server
+from s3.servers import S3Server, aws_env
 
 PART = 5 << 20
 
@@ -261,3 +262,16 @@ def test_ferry_cp_keeps_the_mtime_of_a_multipart_upload(
     head = server.client().head_object(Bucket=bucket, Key="m/big.bin")
     assert head["ETag"].strip('"').endswith("-2") or server.kind == "rclone"  # rclone shows the whole MD5
     assert float({k.lower(): v for k, v in head["Metadata"].items()}["mtime"]) == 1_600_000_000.5
+
+
+def test_the_probe_goes_by_the_lean_path_without_building_botocore(server: S3Server, bucket: str) -> None:
+    # A small-file upload to a custom endpoint may never need botocore's client (its S3 model is
+    # ~0.1 s of CPU to load): the probe must not build it either.
+    with aws_env(server):
+        b = S3Backend(Address("s3", "", host=bucket))
+        try:
+            found = support(b)
+            assert b._client is None
+            assert found.checks_md5 == (server.kind == "rclone") and not found.checks_sha256
+        finally:
+            b.close()

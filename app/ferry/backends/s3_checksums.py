@@ -26,6 +26,8 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ferry.backends.s3_fast import Fallback
+
 if TYPE_CHECKING:
     from ferry.backends.s3 import S3Backend
 
@@ -90,7 +92,11 @@ def _decide(backend: S3Backend) -> Support:
     mode = mode_for(backend)
     if mode == "off":
         return Support(False, False, False, _probe_md5(backend))
-    if _is_aws(backend.client.meta.endpoint_url):
+    fast = backend.fast
+    # The lean path serves custom endpoints only: where it applies, no botocore client is built
+    # just to ask where the endpoint is (a small-file upload may never need one).
+    endpoint = f"{fast.scheme}://{fast.netloc}" if fast is not None else backend.client.meta.endpoint_url
+    if _is_aws(endpoint):
         # AWS documents both checks (and has for years): no probe requests against it.
         return Support(True, True, True, True)
     checks = _probe(backend, "ChecksumSHA256")
@@ -112,6 +118,24 @@ def _probe(backend: S3Backend, param: str) -> bool | None:
     body = b"ferry checksum probe"
     wrong = hashlib.sha256(b"not " + body).digest() if param == "ChecksumSHA256" else hashlib.md5(b"not").digest()
     key = f".ferry-probe-{uuid.uuid4().hex[:12]}"
+    fast = backend.fast
+    if fast is not None and fast.enabled:
+        header = "x-amz-checksum-sha256" if param == "ChecksumSHA256" else "Content-MD5"
+        try:
+            status, code = fast.probe("PUT", backend.bucket, key, {header: b64(wrong)}, body)
+        except Fallback:
+            status, code = 0, ""  # connection trouble: botocore below, with its retries
+        if 200 <= status < 500:  # else (busy, redirected, no answer) botocore retries and decides
+            if 200 <= status < 300:
+                try:
+                    fast.probe("DELETE", backend.bucket, key, {})
+                except Fallback:
+                    try:
+                        backend.client.delete_object(Bucket=backend.bucket, Key=key)
+                    except Exception:
+                        pass
+                return False
+            return True if code in _CHECKSUM_REFUSALS else None
     client = backend.client
     try:
         client.put_object(Bucket=backend.bucket, Key=key, Body=body, **{param: b64(wrong)})

@@ -246,6 +246,14 @@ class FastS3:
                 raise FastError(code, status, message)
         raise Fallback(str(status))  # botocore words it (and retries what it should)
 
+    def probe(self, method: str, bucket: str, key: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, str]:
+        """One request whose answer the caller judges itself (the checksum probe of
+        :mod:`ferry.backends.s3_checksums`): the status, and the error code of an answer that is no
+        success. Raises :class:`Fallback` only for connection trouble."""
+        status, _, data = self._request(method, bucket, key, headers, body, hashlib.sha256(body).hexdigest())
+        code = _error_code(data)[0] if status >= 300 and isinstance(data, bytes) else ""
+        return status, code
+
     # -- the two requests --
     def put_object(self, bucket: str, key: str, body: bytes, kw: Mapping[str, Any]) -> dict[str, Any]:
         """PutObject with the subset of botocore's parameters Ferry's single PUT uses."""
