@@ -87,7 +87,9 @@ class RangedReader(io.RawIOBase):
             if self._free:
                 buf = self._free.pop()
             elif self._made <= self._depth:
-                buf = bytearray(self._range)
+                # Full-sized, but for a last range that needs less: a buffer of its size, since no
+                # range after it could want a bigger one.
+                buf = bytearray(min(self._range, self._end - self._next))
                 self._made += 1
             else:
                 return  # every buffer is queued or being read by the copy
