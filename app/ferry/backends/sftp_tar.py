@@ -55,7 +55,11 @@ MEMBER_MODE = 0o644  # as a new SFTP file gets under the usual umask; never worl
 # Does an exec channel run a POSIX sh whose tar can write and read an archive? (busybox, GNU and
 # bsd tar all know -c/-t/-x/-f/-o and --no-recursion.) An sftp-only account (ForceCommand
 # internal-sftp) prints nothing; a refused exec raises: both mean "no".
-_PROBE = "cd -- . && tar -c -f - --no-recursion . 2>/dev/null | tar -t -f - >/dev/null 2>&1 && echo ferry-tar-ok"
+# The trailing cat waits for Ferry's EOF (see write_batch for why a command must not end first).
+_PROBE = (
+    "cd -- . && tar -c -f - --no-recursion . 2>/dev/null | tar -t -f - >/dev/null 2>&1 && echo ferry-tar-ok; "
+    "cat >/dev/null"
+)
 
 
 class _State:
