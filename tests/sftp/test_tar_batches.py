@@ -315,3 +315,24 @@ def test_cancel_of_a_running_ferry_cp_then_queue_run_finishes_every_file_once(ss
     # Each verified: by tar batches before the kill, per file after it (claimed tasks come back
     # interrupted), or found complete after the restart and hashed on both sides.
     assert all((verified or "").startswith("sha256 match") for *_x, verified in rows), rows
+
+
+def test_size_only_uploads_check_the_servers_sizes(backend: Any, sshd: SshServer, tmp_path: Path) -> None:
+    """``--verify size``: the batch checks each extracted file's size on the server (``wc -c``)
+    before the rename, and records it as the per-file copy does."""
+    from ferry.transfers import batch
+
+    src = tmp_path / "src"
+    src.mkdir()
+    remote = sshd.mkdir()
+    pairs = []
+    for i in range(12):
+        (src / f"s{i}").write_bytes(os.urandom(500 * i))
+        pairs.append((str(src / f"s{i}"), str(remote / "new" / f"s{i}"), 500 * i))
+    before = sftp_tar.state(backend._host).uploads
+    results = batch.run_batch(_tasks(pairs, 900), _ctx(None, backend, verify="size"), CancelToken())
+    assert all(e is None and o is not None and o.verified == "size only" for o, e in results), results
+    assert sftp_tar.state(backend._host).uploads - before == 12
+    assert file_digests(remote / "new") == file_digests(src)
+    assert sftp_tar._parse_sizes(b"  5 ./a\n 12 ./b c\n 17 total\n", ["./a", "./b c"]) == ["size:5", "size:12"]
+    assert sftp_tar._parse_sizes(b"5 ./a\n", ["./b"]) is None  # a line for another file: not trusted

@@ -1733,15 +1733,16 @@ class SFTPBackend(Backend):
     # ---- many small files in one tar stream (sftp_tar; driven by ferry.transfers.batch) ----
     def batch_usable(self, direction: str, algo: str | None) -> bool:
         """Whether small files may go in tar batches: up (``write_batch``) needs the remote tool
-        for ``algo`` to check what tar extracted; down (``read_batch``) only the tar."""
+        for ``algo`` to check what tar extracted (``wc -c`` when only sizes are checked); down
+        (``read_batch``) only the tar."""
         from ferry.backends import sftp_tar
 
         if not sftp_tar.usable(self._host):
             return False
-        return direction == "down" or (algo is not None and algo in self.capabilities.hashes)
+        return direction == "down" or algo is None or algo in self.capabilities.hashes
 
     def write_batch(
-        self, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str
+        self, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str | None
     ) -> Sequence[str | BaseException]:
         from ferry.backends import sftp_tar
 

@@ -183,13 +183,14 @@ def _member(name: str, data: bytes, mtime: int) -> bytes:
 
 
 def write_batch(
-    backend: SFTPBackend, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str
+    backend: SFTPBackend, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str | None
 ) -> list[str | BaseException]:
     """Write each ``(final path, data, token, mtime)`` to its partial name with one ``tar -x``
     and return per item the ``algo`` digest of the extracted partial file as the server reads
-    it, or the exception that item met (Unsupported: move it per file)."""
+    it (with ``algo`` None: ``size:N``, its size as ``wc -c`` counts it), or the exception that
+    item met (Unsupported: move it per file)."""
     host = backend._host
-    tool = host.hash_tools.get(algo)
+    tool = host.hash_tools.get(algo) if algo is not None else "wc -c"
     results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
     if tool is None:
         return [Unsupported(f"{host.target.hostname} cannot compute {algo} checksums")] * len(items)
@@ -231,7 +232,12 @@ def write_batch(
         for i, _p in todo:
             results[i] = exc
         return results
-    digests = parse_digests(out, len(todo)) if rc == 0 else None
+    if rc != 0:
+        digests = None
+    elif algo is None:
+        digests = _parse_sizes(out, ["./" + posixpath.relpath(p, base) for _i, p in todo])
+    else:
+        digests = parse_digests(out, len(todo))
     if digests is None:
         problem = Transient(
             f"tar batch on {host.target.hostname} failed (exit {rc})", detail=err.decode(errors="replace")[-500:]
@@ -244,6 +250,21 @@ def write_batch(
     for (i, _p), digest in zip(todo, digests, strict=True):
         results[i] = digest
     return results
+
+
+def _parse_sizes(out: bytes, names: list[str]) -> list[str] | None:
+    """``wc -c -- f1 f2 ...``: one ``COUNT NAME`` line per file in argument order (then a total
+    line); each line must name the file it stands for. None if anything differs."""
+    lines = out.decode("utf-8", "replace").splitlines()
+    if len(lines) < len(names):
+        return None
+    sizes = []
+    for line, name in zip(lines, names, strict=False):
+        parts = line.split(maxsplit=1)
+        if len(parts) != 2 or not parts[0].isdigit() or parts[1] != name:
+            return None
+        sizes.append(f"size:{parts[0]}")
+    return sizes
 
 
 def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int]]) -> list[BaseException | None]:
