@@ -146,7 +146,11 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
                 continue
             hasher = new_hasher(algo)
             hasher.update(data)
-            sent.append((i, source, data, hasher.hexdigest()))
+            digest = hasher.hexdigest()
+            recorded = source.hashes.get(algo)
+            if recorded and recorded != digest:
+                continue  # the source changed since its checksum was recorded: per file says so
+            sent.append((i, source, data, digest))
         if not sent:
             return
         if ctx.limiters:
@@ -166,12 +170,11 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
             elif isinstance(got, str):
                 _drop_partial(ctx, tasks[i])  # what landed differs: the per-file copy starts it afresh
         overwrite = ctx.options.on_conflict == "overwrite"
-        committed = dst.commit_batch(
-            [
-                (_partial(ctx.dst, tasks[i].dst, str(tasks[i].id)), tasks[i].dst, overwrite, len(data))
-                for i, _s, data, _h in ok
-            ]
-        )
+        renames = [
+            (_partial(ctx.dst, tasks[i].dst, str(tasks[i].id)), tasks[i].dst, overwrite, len(data))
+            for i, _s, data, _h in ok
+        ]
+        committed = _each(lambda: dst.commit_batch(renames), len(renames))
     except Cancelled as exc:
         _cancel_rest(results, exc)
         return
@@ -187,7 +190,10 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
             verified = _note("size only" if ctx.options.verify == "size" else "none", source)
             results[i] = (Outcome("done", verified), None)
             continue
-        verified = _note(f"{algo} match (remote {algo} of the tar-extracted file)", source)
+        verified = f"{algo} match (remote {algo} of the tar-extracted file)"
+        if source.hashes.get(algo):  # equal to the stream hash, or the file was not sent
+            verified += ", matches the source's recorded checksum"
+        verified = _note(verified, source)
         results[i] = (Outcome("done", verified, algo, digest), None)
 
 
