@@ -336,3 +336,26 @@ def test_size_only_uploads_check_the_servers_sizes(backend: Any, sshd: SshServer
     assert file_digests(remote / "new") == file_digests(src)
     assert sftp_tar._parse_sizes(b"  5 ./a\n 12 ./b c\n 17 total\n", ["./a", "./b c"]) == ["size:5", "size:12"]
     assert sftp_tar._parse_sizes(b"5 ./a\n", ["./b"]) is None  # a line for another file: not trusted
+
+
+def test_tar_batches_under_a_tight_max_sessions(sshd_factory: Callable[..., SshServer], tmp_path: Path) -> None:
+    """MaxSessions 2 and eight workers: tar streams take session slots like every other channel,
+    so batches still run (none waits forever for a session) and every file is exact."""
+    server = sshd_factory(max_sessions=2)
+    ferry = ferry_with(tmp_path, alias_block(server, "tight"), known_line(server))
+    src = tmp_path / "tree"
+    want = nested_tree(src, 200)
+    remote = server.mkdir()
+    res = ferry("cp", "-r", "--json", "--parallel", "8", src, f"tight:{remote}/", timeout=180)
+    assert res.returncode == 0, describe(res)
+    files = [e for e in file_events(res.stdout).values() if e.get("kind", "file") == "file"]
+    assert len(files) == 200 and all(e["state"] == "done" and "sha256 match" in e["verified"] for e in files)
+    assert sum(UP in e["verified"] for e in files) >= 100
+    assert file_digests(remote / "tree") == want
+    back = tmp_path / "back"
+    res = ferry("cp", "-r", "--json", "--parallel", "8", f"tight:{remote}/tree", back, timeout=180)
+    assert res.returncode == 0, describe(res)
+    files = [e for e in file_events(res.stdout).values() if e.get("kind", "file") == "file"]
+    assert sum(DOWN in e["verified"] for e in files) >= 100
+    assert file_digests(back) == want
+    assert server.log_text().count("Accepted publickey") == 2  # one login per command
