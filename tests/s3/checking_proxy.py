@@ -92,7 +92,7 @@ class CheckingProxy:
         extra: dict[str, str] = {}
         if method == "PUT":
             with self._lock:
-                self.puts.append(low)
+                self.puts.append({**low, ":target": target})  # ":target": the request's path and query
                 damage = self._corrupt > 0 and len(body) > 0
                 if damage:
                     self._corrupt -= 1

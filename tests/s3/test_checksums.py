@@ -105,6 +105,18 @@ def test_the_test_servers_do_not_check_additional_checksums_and_the_probe_says_s
     assert "MD5 ETag matched" in note
 
 
+def test_the_probe_object_goes_next_to_the_upload_not_to_the_bucket_root(
+    checking: tuple[CheckingProxy, S3Backend],
+) -> None:
+    # Bucket policies often allow writes under one prefix only: the probe writes where the user does.
+    proxy, backend = checking
+    _upload(backend, "inbox/run42/data.bin", os.urandom(1000))
+    probes = [p[":target"] for p in proxy.puts if ".ferry-probe-" in p[":target"]]
+    assert probes and all(f"/{backend.bucket}/inbox/run42/.ferry-probe-" in t for t in probes)
+    keys = [o["Key"] for o in backend.client.list_objects_v2(Bucket=backend.bucket).get("Contents", [])]
+    assert keys == ["inbox/run42/data.bin"]  # the probes left nothing behind
+
+
 def test_a_store_that_checks_gets_sha256_checksums_and_no_md5(
     moto: S3Server, checking: tuple[CheckingProxy, S3Backend]
 ) -> None:

@@ -72,26 +72,28 @@ def mode_for(backend: S3Backend) -> str:
     return mode if mode in MODES else "auto"
 
 
-def support(backend: S3Backend) -> Support:
+def support(backend: S3Backend, near: str = "") -> Support:
     """The endpoint's :class:`Support`, probed on first use (once per backend, under a lock so
-    parallel workers wait for one probe rather than each sending their own)."""
+    parallel workers wait for one probe rather than each sending their own). ``near`` is the key
+    being uploaded: the probe object goes into its folder, where the user is known to be writing
+    (policies often allow writes under a prefix only, and a bucket-root object would surprise)."""
     found = _cache.get(backend)
     if found is not None:
         return found
     with _lock:
         found = _cache.get(backend)
         if found is None:
-            found = _decide(backend)
+            found = _decide(backend, near.rpartition("/")[0])
             _cache[backend] = found
     return found
 
 
-def _decide(backend: S3Backend) -> Support:
+def _decide(backend: S3Backend, folder: str) -> Support:
     from ferry.backends.s3_client import _is_aws
 
     mode = mode_for(backend)
     if mode == "off":
-        return Support(False, False, False, _probe_md5(backend))
+        return Support(False, False, False, _probe_md5(backend, folder))
     fast = backend.fast
     # The lean path serves custom endpoints only: where it applies, no botocore client is built
     # just to ask where the endpoint is (a small-file upload may never need one).
@@ -99,25 +101,25 @@ def _decide(backend: S3Backend) -> Support:
     if _is_aws(endpoint):
         # AWS documents both checks (and has for years): no probe requests against it.
         return Support(True, True, True, True)
-    checks = _probe(backend, "ChecksumSHA256")
+    checks = _probe(backend, "ChecksumSHA256", folder)
     if checks is None:
         # The store refused the header itself (not a digest error): it does not take additional
         # checksums at all, so send none.
-        return Support(False, False, False, _probe_md5(backend))
-    return Support(True, checks or mode == "on", checks, _probe_md5(backend))
+        return Support(False, False, False, _probe_md5(backend, folder))
+    return Support(True, checks or mode == "on", checks, _probe_md5(backend, folder))
 
 
-def _probe_md5(backend: S3Backend) -> bool:
-    return bool(_probe(backend, "ContentMD5"))
+def _probe_md5(backend: S3Backend, folder: str) -> bool:
+    return bool(_probe(backend, "ContentMD5", folder))
 
 
-def _probe(backend: S3Backend, param: str) -> bool | None:
+def _probe(backend: S3Backend, param: str, folder: str = "") -> bool | None:
     """PUT a throw-away object with a deliberately wrong ``param``: True when refused as a digest
     mismatch (the store checks it), False when stored (deleted again at once), None when refused
     for any other reason (the header itself is not understood, no write permission, ...)."""
     body = b"ferry checksum probe"
     wrong = hashlib.sha256(b"not " + body).digest() if param == "ChecksumSHA256" else hashlib.md5(b"not").digest()
-    key = f".ferry-probe-{uuid.uuid4().hex[:12]}"
+    key = f"{folder + '/' if folder else ''}.ferry-probe-{uuid.uuid4().hex[:12]}"
     fast = backend.fast
     if fast is not None and fast.enabled:
         header = "x-amz-checksum-sha256" if param == "ChecksumSHA256" else "Content-MD5"

@@ -179,7 +179,7 @@ class S3Writer(Writer):
     def _checks(self) -> Support:
         """What this endpoint checks (probed once per backend, on the first upload that verifies)."""
         if self._support is None:
-            self._support = support(self._b)
+            self._support = support(self._b, self.final_path)
         return self._support
 
     # -- resume --
