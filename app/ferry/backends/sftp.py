@@ -1624,9 +1624,19 @@ class SFTPBackend(Backend):
         return SFTPWriter(self, self._abs(path), token, resume, readback, size)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        path = self._abs(path)
+        try:
+            self._mkdir(path, parents, exist_ok)
+        except FerryError:
+            raise
+        except Exception as exc:
+            # A connection dropped under a folder's creation (paramiko's SSHException is no
+            # OSError) must fail as Transient so the task is retried, not as a plain failure.
+            raise _map_error(exc, self.display(path)) from exc
+
+    def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
         from ferry.backends import sftp_small
 
-        path = self._abs(path)
         with self._host.sftp() as c:
             todo = [path]
             if parents:
@@ -1672,8 +1682,8 @@ class SFTPBackend(Backend):
                     c.remove(_b(path))
             except FerryError:
                 raise
-            except OSError as exc:
-                if exc.errno is None and entry.kind is Kind.DIR:
+            except Exception as exc:
+                if isinstance(exc, OSError) and exc.errno is None and entry.kind is Kind.DIR:
                     raise AlreadyExists(f"Folder not empty: {self.display(path)}") from exc
                 raise _map_error(exc, self.display(path)) from exc
 

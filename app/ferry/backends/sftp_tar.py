@@ -221,10 +221,17 @@ def write_batch(
     # The folder may not exist yet: its own task (the planner emits folders first) may still be
     # waiting for another worker. Made here as the per-file copy makes a missing parent; tar
     # makes the subfolders below it.
+    # The archive is taken whole into a temporary file and extracted only if every byte came: if
+    # the connection drops mid-stream, sshd does not stop the command, which then sees an early EOF,
+    # and a `tar -x` reading the pipe would go on extracting the members that did arrive, into
+    # partial names the retry of those files (per file, on a new connection) may already have
+    # renamed into place: stray partial files. Seen with the connection-cut test under load.
     where = shlex.quote(base)
+    size = len(stream)
     command = (
         f"{{ cd -- {where} 2>/dev/null || {{ mkdir -p -- {where} && cd -- {where}; }}; }} && "
-        f"tar -x -o -f - && {tool} -- {' '.join(args)}; s=$?; cat >/dev/null; exit $s"
+        f't=$(mktemp) && {{ head -c {size} >"$t"; [ $(wc -c <"$t") -eq {size} ] && '
+        f'tar -x -o -f "$t" && {tool} -- {" ".join(args)}; }}; s=$?; rm -f "$t"; cat >/dev/null; exit $s'
     )
     try:
         rc, out, err = _exec(host, command.encode("utf-8"), stream, timeout=max(60.0, len(stream) / (1 << 20)))
