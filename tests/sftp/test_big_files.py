@@ -186,3 +186,24 @@ def test_a_big_upload_sends_from_its_own_thread_and_a_failure_still_fails_the_fi
     assert w.finish() is None and w.acknowledged == len(data)
     w.commit(overwrite=False)
     assert (folder / "d.bin").read_bytes() == data
+
+
+def test_with_the_lean_paths_switched_off_paramiko_moves_the_same_bytes(
+    sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # FERRY_SSH_FASTPATH=0 is the way out should a paramiko release change what the lean paths
+    # rely on: everything then goes through paramiko's own code, and must stay exact.
+    monkeypatch.setenv(ssh_fastpath.ENV, "0")
+    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    config = sshd.ssh_config(tmp_path / "ssh_config", "plain")
+    b = sftp_backend(sshd, config, "plain")
+    try:
+        folder = sshd.mkdir()
+        data = os.urandom((12 << 20) + 999)
+        assert upload(b, str(folder / "up.bin"), data) == hashlib.sha256(data).hexdigest()
+        assert (folder / "up.bin").read_bytes() == data
+        transport = b._host.transport()
+        assert not ssh_fastpath.usable(transport) and not getattr(transport.packetizer, "_ferry_lean_reads", False)
+        assert download(b, str(folder / "up.bin")) == data
+    finally:
+        sftp_mod.close_all()

@@ -598,8 +598,12 @@ class _Host:
             chan.settimeout(timeout)
             chan.exec_command(command)
             if stdin is not None:
+                # Only a command that reads its input gets our EOF, and such a command must wait
+                # for it: paramiko sends EOF outside the channel's lock, so an EOF racing the
+                # CLOSE of a command that already ended can reach sshd after the channel is gone,
+                # and sshd then drops the whole connection (every transfer on it).
                 chan.sendall(stdin)
-            chan.shutdown_write()
+                chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()
             return chan.recv_exit_status(), out, err

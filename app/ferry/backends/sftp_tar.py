@@ -91,7 +91,7 @@ def usable(host: _Host) -> bool:
         with s.lock:
             if s.usable is None:
                 try:
-                    _rc, out, _err = host.run(_PROBE, timeout=30)
+                    _rc, out, _err = host.run(_PROBE, timeout=30, stdin=b"")
                     s.usable = b"ferry-tar-ok" in out
                 except Exception as exc:  # exec refused, no shell: per-file SFTP, as before
                     log.info("%s: no tar over exec (%s); small files go per file", host.target.hostname, exc)

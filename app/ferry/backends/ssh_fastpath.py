@@ -67,9 +67,18 @@ def _random_padding(n: int) -> bytes:
     return buf[at : at + n]
 
 
+ENV = "FERRY_SSH_FASTPATH"  # "0": paramiko's own paths everywhere (a way out if a paramiko release breaks these)
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV, "1") != "0"
+
+
 def usable(transport: Any) -> bool:
     """Whether this transport's packetizer has the state :func:`send_data` relies on, and sends
     with an AEAD cipher (AES-GCM: no separate MAC to compute)."""
+    if not enabled():
+        return False
     pk = getattr(transport, "packetizer", None)
     if pk is None or not all(hasattr(pk, _P + name) for name in _NEEDED):
         return False
@@ -229,6 +238,8 @@ def lean_reads(transport: Any) -> bool:
     paramiko's own ``read_message`` for anything else); False if this paramiko's packetizer
     does not look as expected."""
     pk = transport.packetizer
+    if not enabled():
+        return False
     if not all(hasattr(pk, _P + name) for name in _IN_NEEDED) or not hasattr(pk, "read_all"):
         return False
     if getattr(pk, "_ferry_lean_reads", False):
@@ -452,7 +463,8 @@ def open_sftp(transport: Any, window_size: int, max_packet_size: int) -> Any:
     chan = transport.open_session(window_size=window_size, max_packet_size=max_packet_size)
     if chan is None:
         return None
-    chan.in_buffer = ChunkPipe()
+    if enabled():
+        chan.in_buffer = ChunkPipe()
     chan.invoke_subsystem("sftp")
     return paramiko.SFTPClient(chan)
 
