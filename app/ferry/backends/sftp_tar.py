@@ -123,6 +123,7 @@ def _base_of(folders: Sequence[str]) -> str | None:
 def _exec(host: _Host, command: bytes, stdin: bytes | None, timeout: float) -> tuple[int, bytes, bytes]:
     """``command`` on an exec channel under the host's session budget (as ``_Host.run``), stdin
     sent as one buffer."""
+    from ferry.backends import ssh_fastpath
     from ferry.backends.sftp import MAX_PACKET, WINDOW, _map_error
 
     chan, generation = host._open_channel(
@@ -132,7 +133,7 @@ def _exec(host: _Host, command: bytes, stdin: bytes | None, timeout: float) -> t
         chan.settimeout(timeout)
         chan.exec_command(command)
         if stdin:
-            chan.sendall(stdin)
+            ssh_fastpath.send_data(chan, [stdin])  # one copy per SSH packet (paramiko's sendall: ~7)
         chan.shutdown_write()
         out = chan.makefile("rb").read()
         err = chan.makefile_stderr("rb").read()
