@@ -592,8 +592,13 @@ class _Host:
                 self._release_slot(self._shell_generation)
 
     def run(self, command: str | bytes, timeout: float = 600, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
-        """Run ``command`` on an exec channel (one session slot while it runs)."""
-        chan, generation = self._open_channel(lambda transport: transport.open_session(timeout=30))
+        """Run ``command`` on an exec channel (one session slot while it runs), ``stdin`` sent
+        as one buffer by the lean channel path (tar batches send megabytes this way)."""
+        from ferry.backends import ssh_fastpath
+
+        chan, generation = self._open_channel(
+            lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
+        )
         try:
             chan.settimeout(timeout)
             chan.exec_command(command)
@@ -602,7 +607,8 @@ class _Host:
                 # for it: paramiko sends EOF outside the channel's lock, so an EOF racing the
                 # CLOSE of a command that already ended can reach sshd after the channel is gone,
                 # and sshd then drops the whole connection (every transfer on it).
-                chan.sendall(stdin)
+                if stdin:
+                    ssh_fastpath.send_data(chan, [stdin])
                 chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()

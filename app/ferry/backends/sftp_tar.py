@@ -120,33 +120,6 @@ def _base_of(folders: Sequence[str]) -> str | None:
     return base or "."
 
 
-def _exec(host: _Host, command: bytes, stdin: bytes | None, timeout: float) -> tuple[int, bytes, bytes]:
-    """``command`` on an exec channel under the host's session budget (as ``_Host.run``), stdin
-    sent as one buffer."""
-    from ferry.backends import ssh_fastpath
-    from ferry.backends.sftp import MAX_PACKET, WINDOW, _map_error
-
-    chan, generation = host._open_channel(
-        lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
-    )
-    try:
-        chan.settimeout(timeout)
-        chan.exec_command(command)
-        if stdin:
-            ssh_fastpath.send_data(chan, [stdin])  # one copy per SSH packet (paramiko's sendall: ~7)
-        chan.shutdown_write()
-        out = chan.makefile("rb").read()
-        err = chan.makefile_stderr("rb").read()
-        return chan.recv_exit_status(), out, err
-    except FerryError:
-        raise
-    except Exception as exc:
-        raise _map_error(exc, host.target.hostname) from exc
-    finally:
-        chan.close()
-        host._release_slot(generation)
-
-
 # ---- up ----
 
 
@@ -235,7 +208,7 @@ def write_batch(
         f'tar -x -o -f "$t" && {tool} -- {" ".join(args)}; }}; s=$?; rm -f "$t"; cat >/dev/null; exit $s'
     )
     try:
-        rc, out, err = _exec(host, command.encode("utf-8"), stream, timeout=max(60.0, len(stream) / (1 << 20)))
+        rc, out, err = host.run(command.encode("utf-8"), timeout=max(60.0, len(stream) / (1 << 20)), stdin=stream)
     except BaseException as exc:
         for i, _p in todo:
             results[i] = exc
