@@ -19,45 +19,22 @@ import contextlib
 import hashlib
 import http.client
 import socket
-import threading
+
+from s3.servers import LoopbackProxy
 
 
-class CheckingProxy:
+class CheckingProxy(LoopbackProxy):
     def __init__(self, upstream_port: int) -> None:
-        self.upstream = upstream_port
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = int(self.sock.getsockname()[1])
-        self._lock = threading.Lock()
+        super().__init__(upstream_port)
         self._corrupt = 0
         self.refused = 0  # PUTs refused as BadDigest
         self.checked = 0  # PUTs whose checksum matched
         self.puts: list[dict[str, str]] = []  # the headers of every PUT seen (lower-case names)
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        self._start()
 
     def corrupt(self, count: int) -> None:
         with self._lock:
             self._corrupt = count
-
-    def close(self) -> None:
-        self._closed = True
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                client, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
 
     def _serve(self, client: socket.socket) -> None:
         rfile = client.makefile("rb")

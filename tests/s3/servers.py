@@ -158,14 +158,9 @@ def aws_env(server: S3Server, endpoint: str | None = None) -> Any:
                 os.environ[k] = v
 
 
-class FaultProxy:
-    """A TCP proxy to a server; ``plan`` decides per connection what goes wrong.
-
-    ``reset_after(n)``: the next connection whose request carries more than ``n`` bytes is reset
-    mid-request (RST), as a dropped network does. ``slowdown(k)``: the next ``k`` requests are
-    answered ``503 SlowDown`` without reaching the server. ``stall(k)``: the next ``k`` requests
-    are swallowed and never answered (a server that hangs), until the client gives up.
-    """
+class LoopbackProxy:
+    """A listener on 127.0.0.1 in front of the server on ``upstream_port``: each connection is
+    served by :meth:`_serve` on a thread of its own. Subclasses set their state, then ``_start``."""
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream = upstream_port
@@ -175,30 +170,14 @@ class FaultProxy:
         self.sock.listen(64)
         self.port = int(self.sock.getsockname()[1])
         self._lock = threading.Lock()
-        self._reset_after: int | None = None
-        self._slowdowns = 0
-        self._stalls = 0
-        self.stalls_done = 0
-        self.resets = 0
-        self.slowdowns_sent = 0
         self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def reset_after(self, nbytes: int) -> None:
-        with self._lock:
-            self._reset_after = nbytes
-
-    def slowdown(self, count: int) -> None:
-        with self._lock:
-            self._slowdowns = count
-
-    def stall(self, count: int) -> None:
-        with self._lock:
-            self._stalls = count
+    def _start(self) -> None:
+        threading.Thread(target=self._accept, daemon=True).start()
 
     def close(self) -> None:
         self._closed = True
@@ -212,6 +191,41 @@ class FaultProxy:
             except OSError:
                 return
             threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class FaultProxy(LoopbackProxy):
+    """A TCP proxy to a server; ``plan`` decides per connection what goes wrong.
+
+    ``reset_after(n)``: the next connection whose request carries more than ``n`` bytes is reset
+    mid-request (RST), as a dropped network does. ``slowdown(k)``: the next ``k`` requests are
+    answered ``503 SlowDown`` without reaching the server. ``stall(k)``: the next ``k`` requests
+    are swallowed and never answered (a server that hangs), until the client gives up.
+    """
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self._reset_after: int | None = None
+        self._slowdowns = 0
+        self._stalls = 0
+        self.stalls_done = 0
+        self.resets = 0
+        self.slowdowns_sent = 0
+        self._start()
+
+    def reset_after(self, nbytes: int) -> None:
+        with self._lock:
+            self._reset_after = nbytes
+
+    def slowdown(self, count: int) -> None:
+        with self._lock:
+            self._slowdowns = count
+
+    def stall(self, count: int) -> None:
+        with self._lock:
+            self._stalls = count
 
     def _serve(self, client: socket.socket) -> None:
         try:
