@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,11 +15,11 @@ from typing import Any, ClassVar
 import pytest
 
 from ferry.backends.base import Entry, temp_name
-from ferry.backends.memory import MemoryBackend, reset_memory_stores
+from ferry.backends.memory import MemoryBackend
 from ferry.transfers import batch
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store
-from helpers import Ferry, MemSite, Recorder, file_digests, mem_job, partials
+from helpers import MemSite, Recorder, file_digests, mem_job, partials
 
 BATCHED = "batched here"
 
@@ -81,20 +80,6 @@ def batching(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         monkeypatch.setattr(MemoryBackend, name, getattr(_Batches, name), raising=False)
     _Batches.calls = []
     return _Batches.calls
-
-
-@pytest.fixture
-def site() -> Iterator[MemSite]:
-    name = f"batches-{uuid.uuid4().hex[:10]}"
-    yield MemSite(name)
-    reset_memory_stores(name)
-
-
-@pytest.fixture
-def store(ferry: Ferry) -> Iterator[Store]:
-    s = Store(ferry.home / "data" / "queue.db")
-    yield s
-    s.close()
 
 
 def _tree(root: Path) -> dict[str, str]:

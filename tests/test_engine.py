@@ -6,13 +6,10 @@ import itertools
 import os
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ferry.backends.memory import reset_memory_stores
 from ferry.core.errors import PermissionDenied, Transient
 from ferry.transfers.planner import Root, expand
 from ferry.transfers.scheduler import RunConfig, Runner, RunSummary
@@ -20,21 +17,6 @@ from ferry.transfers.store import NewTask, Store, Task
 from helpers import Ferry, MemSite, Recorder, mem_job, wait_until
 
 MiB = 1 << 20
-
-
-@pytest.fixture
-def site() -> Iterator[MemSite]:
-    name = f"engine-{uuid.uuid4().hex[:10]}"
-    yield MemSite(name)
-    reset_memory_stores(name)
-
-
-@pytest.fixture
-def store(ferry: Ferry) -> Iterator[Store]:
-    """The queue database the ``ferry`` fixture's CLI uses too."""
-    s = Store(ferry.home / "data" / "queue.db")
-    yield s
-    s.close()
 
 
 def put_tree(site: MemSite, files: dict[str, bytes]) -> None:

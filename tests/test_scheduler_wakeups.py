@@ -4,23 +4,14 @@ arrived alone or in a stream."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ferry.backends.memory import reset_memory_stores
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store
 from helpers import MemSite, Recorder, mem_job
-
-
-@pytest.fixture
-def site() -> Iterator[MemSite]:
-    name = f"wake-{uuid.uuid4().hex[:10]}"
-    yield MemSite(name)
-    reset_memory_stores(name)
 
 
 @pytest.fixture
