@@ -180,8 +180,10 @@ def test_a_download_of_lean_gets_never_loads_botocores_client(server: S3Server, 
             assert backend._client is None  # its S3 model (~0.1 s of CPU) was never loaded
             lean = backend.fast
             assert lean is not None and lean.netloc == server.endpoint.split("//", 1)[1]
-            # Once a request needs botocore (a listing), the client is built and agrees with it.
-            assert [e.name for e in backend.list("")] == ["noclient.bin"]
+            assert [e.name for e in backend.list("")] == ["noclient.bin"]  # listings go lean too
+            assert backend._client is None
+            # Once a request needs botocore (a HEAD), the client is built and agrees with it.
+            assert backend.object_exists("noclient.bin")
             assert backend._client is not None and backend.fast is lean
         finally:
             backend.close()

@@ -32,9 +32,11 @@ from ferry.backends.s3_client import (
     MAX_SINGLE_COPY,
     MIN_PART,
     Archived,
+    EnvOnly,
     S3Settings,
     _configured_endpoint,
     _is_aws,
+    environment_only,
     make_client,
     make_session,
     map_error,
@@ -232,13 +234,24 @@ class S3Backend(Backend):
         if not self._fast_known:
             with self._lock:
                 if not self._fast_known and self._client is None:
-                    if self._session is None:
-                        self._session = make_session(self.settings)
-                    self._fast = self._lean_from_settings()
+                    env = environment_only(self.settings)
+                    if env is not None:
+                        self._fast = self._lean_from_env(env)
+                    else:
+                        if self._session is None:
+                            self._session = make_session(self.settings)
+                        self._fast = self._lean_from_settings()
                     self._fast_known = self._fast is not None
         if not self._fast_known:
             _ = self.client
         return self._fast
+
+    def _lean_from_env(self, env: EnvOnly) -> FastS3 | None:
+        """As :meth:`_lean_from_settings` where the environment alone decides (no botocore session:
+        it is made only if botocore's client is needed after all)."""
+        if self.settings.addressing not in (None, "path") or not env.endpoint_url or _is_aws(env.endpoint_url):
+            return None
+        return fast_path_at(env.endpoint_url, env.region, None, read_timeout(), env=env)
 
     def _lean_from_settings(self) -> FastS3 | None:
         settings = self.settings
@@ -385,10 +398,7 @@ class S3Backend(Backend):
             return self._list_buckets()
         prefix = self._prefix(path)
         try:
-            pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=prefix, Delimiter="/", PaginationConfig={"PageSize": 1000}
-            )
-            it = iter(pages)
+            it = self._pages(prefix, "/")
             first = next(it, None)  # fail now (no bucket, no access), not half way through a walk
         except Exception as exc:
             raise self._err(exc, f"listing {self.display(path)}") from exc
@@ -400,6 +410,30 @@ class S3Backend(Backend):
             if entry is None or not entry.is_dir:
                 raise NotFound(f"No such folder: {self.display(path)}")
         return self._entries(prefix, first, it, cancel, path)
+
+    def _list_page(self, prefix: str, delimiter: str | None, max_keys: int, token: str | None) -> Mapping[str, Any]:
+        """One page of ListObjectsV2: the lean path, else botocore."""
+        fast = self.fast
+        if fast is not None and fast.enabled:
+            try:
+                return fast.list_objects_v2(self.bucket, prefix, delimiter, max_keys, token)
+            except Fallback:
+                pass
+        kw: dict[str, Any] = {"Delimiter": delimiter} if delimiter else {}
+        if token:
+            kw["ContinuationToken"] = token
+        page: Mapping[str, Any] = self.client.list_objects_v2(Bucket=self.bucket, Prefix=prefix, MaxKeys=max_keys, **kw)
+        return page
+
+    def _pages(self, prefix: str, delimiter: str | None = None, page_size: int = 1000) -> Iterator[Mapping[str, Any]]:
+        """Every page under ``prefix``, as botocore's paginator walks them (continuation tokens)."""
+        token: str | None = None
+        while True:
+            page = self._list_page(prefix, delimiter, page_size, token)
+            yield page
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                return
 
     def _entries(
         self, prefix: str, first: Any, pages: Iterator[Any], cancel: CancelToken | None, path: str
@@ -615,7 +649,10 @@ class S3Backend(Backend):
         return err
 
     def _prefix_exists(self, prefix: str) -> bool:
-        resp = self._call(f"checking {self.display(prefix)}", self.client.list_objects_v2, Prefix=prefix, MaxKeys=1)
+        try:
+            resp = self._list_page(prefix, None, 1, None)
+        except Exception as exc:
+            raise self._err(exc, f"checking {self.display(prefix)}") from exc
         return bool(resp.get("KeyCount") or resp.get("Contents"))
 
     # -- reading --

@@ -29,7 +29,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, cast
 from urllib.parse import quote, urlsplit
@@ -94,14 +94,18 @@ def fast_path_for(client: Any, session: Any) -> FastS3 | None:
     return fast_path_at(client.meta.endpoint_url, region, session, client.meta.config.read_timeout)
 
 
-def fast_path_at(endpoint_url: str, region: str | None, session: Any, timeout: float) -> FastS3 | None:
+def fast_path_at(
+    endpoint_url: str, region: str | None, session: Any, timeout: float, env: Any = None
+) -> FastS3 | None:
     """A :class:`FastS3` for a path-style endpoint, or None where the lean path does not apply.
     Also used before (or instead of) building botocore's client: loading its S3 model is ~0.1 s of
-    CPU that a download made of lean GETs alone never needs."""
+    CPU that a download made of lean GETs alone never needs. ``env`` (an
+    :class:`~ferry.backends.s3_client.EnvOnly`) stands in for the session where the environment
+    alone decides the keys and CA bundle."""
     if _switched_off():
         return None
     try:
-        creds = session.get_credentials() if session is not None else None
+        creds = env.credentials if env is not None else session.get_credentials() if session is not None else None
     except Exception:
         return None
     if not region or creds is None:
@@ -113,7 +117,7 @@ def fast_path_at(endpoint_url: str, region: str | None, session: Any, timeout: f
         return None  # botocore's proxy handling (and its exceptions) stay in charge
     ca_bundle = None
     try:
-        ca_bundle = session.get_config_variable("ca_bundle")
+        ca_bundle = env.ca_bundle if env is not None else session.get_config_variable("ca_bundle")
     except Exception:
         pass
     return FastS3(
@@ -197,7 +201,7 @@ class FastS3:
         now = time.gmtime()
         amz_date = time.strftime("%Y%m%dT%H%M%SZ", now)
         day = amz_date[:8]
-        path = self.base_path + "/" + quote(bucket, safe="") + "/" + quote(key, safe="/~")
+        path = self.base_path + "/" + quote(bucket, safe="") + ("/" + quote(key, safe="/~") if key else "")
         h = {k.lower(): v.strip() for k, v in headers.items()}
         h["host"] = self.netloc
         h["x-amz-date"] = amz_date
@@ -327,6 +331,26 @@ class FastS3:
         resp["Body"] = _Body(data)
         return resp
 
+    def list_objects_v2(
+        self, bucket: str, prefix: str, delimiter: str | None, max_keys: int, token: str | None
+    ) -> dict[str, Any]:
+        """One page of ListObjectsV2 in botocore's shape (the fields Ferry reads). Keys are asked
+        URL-encoded and decoded as botocore does (a control character cannot travel in XML 1.0).
+        Why here: a recursive download lists, and building botocore's client for that alone
+        (loading its S3 model and endpoint rules) was ~0.1 s of single-threaded start-up, a fifth
+        of a 200 x 1 MiB download."""
+        params = {"encoding-type": "url", "list-type": "2", "max-keys": str(max_keys), "prefix": prefix}
+        if delimiter:
+            params["delimiter"] = delimiter
+        if token:
+            params["continuation-token"] = token
+        # SigV4's canonical query: names sorted, names and values encoded but for -_.~
+        query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params.items()))
+        status, got, data = self._request("GET", bucket, "", {}, b"", EMPTY_SHA256, query)
+        self._answer(status, got, data)
+        assert isinstance(data, bytes)
+        return _list_page(data)
+
     def get_range_into(self, bucket: str, key: str, lo: int, into: memoryview, etag: str | None) -> dict[str, Any]:
         """A ranged GetObject of ``len(into)`` bytes from ``lo``, read straight into ``into`` (a
         large download's reused buffer). With ``etag``, ``If-Match`` makes a replaced object fail
@@ -379,10 +403,56 @@ def _shape(headers: Mapping[str, str], length: int) -> dict[str, Any]:
         except (TypeError, ValueError):
             pass
     if isinstance(out.get("LastModified"), datetime) and out["LastModified"].tzinfo is None:
-        from datetime import UTC
-
         out["LastModified"] = out["LastModified"].replace(tzinfo=UTC)
     out["ResponseMetadata"] = {"HTTPStatusCode": 200, "HTTPHeaders": dict(headers)}
+    return out
+
+
+def _list_page(body: bytes) -> dict[str, Any]:
+    """A ListBucketResult (V2) as botocore parses it; anything unexpected goes to botocore."""
+    from urllib.parse import unquote_plus
+    from xml.etree import ElementTree
+
+    try:
+        root = ElementTree.fromstring(body)
+        ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
+        if root.tag != ns + "ListBucketResult":
+            raise Fallback("not a listing")
+        decode = unquote_plus if root.findtext(ns + "EncodingType") == "url" else str
+        out: dict[str, Any] = {"IsTruncated": root.findtext(ns + "IsTruncated", "").strip() == "true"}
+        for name in ("Prefix", "Delimiter", "StartAfter"):
+            text = root.findtext(ns + name)
+            if text is not None:
+                out[name] = decode(text)
+        for name in ("NextContinuationToken", "ContinuationToken", "EncodingType"):
+            text = root.findtext(ns + name)
+            if text is not None:
+                out[name] = text
+        count = root.findtext(ns + "KeyCount")
+        if count is not None:
+            out["KeyCount"] = int(count)
+        contents = []
+        for el in root.iterfind(ns + "Contents"):
+            obj: dict[str, Any] = {"Key": decode(el.findtext(ns + "Key") or "")}
+            size = el.findtext(ns + "Size")
+            if size is not None:
+                obj["Size"] = int(size)
+            when = el.findtext(ns + "LastModified")
+            if when:
+                stamp = datetime.fromisoformat(when.strip())
+                obj["LastModified"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+            for name in ("ETag", "StorageClass"):
+                text = el.findtext(ns + name)
+                if text is not None:
+                    obj[name] = text
+            contents.append(obj)
+        if contents:
+            out["Contents"] = contents
+        prefixes = [{"Prefix": decode(el.findtext(ns + "Prefix") or "")} for el in root.iterfind(ns + "CommonPrefixes")]
+        if prefixes:
+            out["CommonPrefixes"] = prefixes
+    except (ElementTree.ParseError, ValueError) as exc:
+        raise Fallback("listing unreadable") from exc
     return out
 
 
