@@ -33,7 +33,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, cast
 
-from ferry.backends import ssh_fastpath
+from ferry.backends import ssh_fastpath, ssh_rekey
 from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
 from ferry.backends.sftp_hash import FollowingHash, HashBatcher, follow_command
 from ferry.backends.sftp_parallel import REQUEST, ParallelRangeReader
@@ -219,6 +219,7 @@ class _Host:
         gcm = [c for c in opts.ciphers if "gcm" in c]
         opts.ciphers = tuple(gcm + [c for c in opts.ciphers if c not in gcm])  # AES-GCM first: faster here
         ssh_fastpath.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
+        ssh_rekey.guard(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
         try:
             transport.start_client(timeout=t.connect_timeout)
             self._check_host_key(transport)
