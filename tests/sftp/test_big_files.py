@@ -207,3 +207,30 @@ def test_with_the_lean_paths_switched_off_paramiko_moves_the_same_bytes(
         assert download(b, str(folder / "up.bin")) == data
     finally:
         sftp_mod.close_all()
+
+
+def test_sftp_channel_data_skips_paramikos_dispatch_and_stays_exact(
+    sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The transport's reader feeds an SFTP channel's data packets to its ChunkPipe itself (a view
+    of the decrypted packet, several packets per recv_into): paramiko's Channel._feed never sees
+    them, exec channels (the remote hash) still go paramiko's way, and every byte arrives."""
+    import paramiko
+
+    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    fed: list[bool] = []
+    real_feed = paramiko.Channel._feed
+
+    def counting(chan: Any, m: Any) -> None:
+        fed.append(isinstance(chan.in_buffer, ssh_fastpath.ChunkPipe))
+        real_feed(chan, m)
+
+    # Transport.run dispatches through this table (it holds the functions, not the names).
+    monkeypatch.setitem(paramiko.Transport._channel_handler_table, 94, counting)  # MSG_CHANNEL_DATA
+    folder = sshd.mkdir()
+    data = os.urandom((17 << 20) + 4097)
+    (folder / "in.bin").write_bytes(data)
+    sshd.chown(folder)
+    assert download(backend, str(folder / "in.bin")) == data
+    assert upload(backend, str(folder / "back.bin"), data) == hashlib.sha256(data).hexdigest()
+    assert fed and not any(fed)  # only exec channels' data went through Channel._feed

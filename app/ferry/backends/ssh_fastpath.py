@@ -242,41 +242,82 @@ def lean_reads(transport: Any) -> bool:
         return False
     if not all(hasattr(pk, _P + name) for name in _IN_NEEDED) or not hasattr(pk, "read_all"):
         return False
+    if not all(hasattr(transport, name) for name in ("_channels", "_expected_packet")):
+        return False
     if getattr(pk, "_ferry_lean_reads", False):
         return True
     original = pk.read_message
-    pk.read_message = lambda: _read_message(pk, original)
+    inbox = _Inbox()
+    pk.read_message = lambda: _read_message(pk, original, inbox, transport)
     pk._ferry_lean_reads = True
     return True
 
 
-def _recv_into(pk: Any, sock: socket.socket, view: memoryview) -> None:
-    """Fill ``view`` from the socket, as ``Packetizer.read_all`` does (its timeouts are how
-    paramiko notices a closed transport and sends keepalives) but without joining pieces."""
-    got = 0
-    while got < len(view):
-        try:
-            n = sock.recv_into(view[got:])
-        except (TimeoutError, BlockingIOError, InterruptedError):
-            if getattr(pk, _P + "closed"):
-                raise EOFError() from None
-            pk._check_keepalive()
-            continue
-        except OSError:
-            if getattr(pk, _P + "closed"):
-                raise EOFError() from None
-            raise
-        if n == 0:
-            raise EOFError()
-        got += n
+_IN_BUFFER = 256 << 10
+_MSG_IGNORE = 2
 
 
-def _read_message(pk: Any, original: Any) -> tuple[int, Any]:
-    """``Packetizer.read_message`` for AES-GCM with two copies of each packet fewer: the packet
-    is received into one buffer (paramiko joins the pieces, then the length's block with the
-    rest), decrypted, and a CHANNEL_DATA message reads its data straight out of the plaintext
-    (paramiko slices off the padding, then the message type, copying each time). Sequence
-    numbers, the IV counter and the rekey accounting are paramiko's."""
+class _Inbox:
+    """Bytes received from the socket ahead of the packet being read: several packets come in
+    one ``recv_into`` (paramiko makes at least two system calls per packet, one for the length
+    and one for the rest; sshd sends 32 KiB packets, ~32,000 per GiB)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(_IN_BUFFER)
+        self.view = memoryview(self.buf)
+        self.start = 0
+        self.end = 0
+
+    def hand_to(self, pk: Any) -> None:
+        """Give what is buffered to paramiko's own reader (its ``remainder``), before it reads."""
+        if self.end > self.start:
+            rest = bytes(self.view[self.start : self.end])
+            setattr(pk, _P + "remainder", getattr(pk, _P + "remainder") + rest)
+        self.start = self.end = 0
+
+    def fill(self, pk: Any, sock: socket.socket, need: int, check_rekey: bool = False) -> None:
+        """Have at least ``need`` bytes from ``start`` on, receiving as much as the socket has
+        (timeouts handled as ``Packetizer.read_all`` does: how paramiko notices a closed
+        transport, sends keepalives and starts a pending rekey while idle)."""
+        if self.end - self.start >= need:
+            return
+        if self.start + need > len(self.buf):  # move the partial packet to the front (or grow)
+            held = self.end - self.start
+            if need > len(self.buf):
+                bigger = bytearray(need)
+                bigger[:held] = self.view[self.start : self.end]
+                self.buf, self.view = bigger, memoryview(bigger)
+            else:
+                self.buf[:held] = self.view[self.start : self.end]
+            self.start, self.end = 0, held
+        while self.end - self.start < need:
+            try:
+                n = sock.recv_into(self.view[self.end :])
+            except (TimeoutError, BlockingIOError, InterruptedError):
+                if getattr(pk, _P + "closed"):
+                    raise EOFError() from None
+                if check_rekey and self.end == self.start and getattr(pk, _P + "need_rekey"):
+                    from paramiko.packet import NeedRekeyException
+
+                    raise NeedRekeyException() from None
+                pk._check_keepalive()
+                continue
+            except OSError:
+                if getattr(pk, _P + "closed"):
+                    raise EOFError() from None
+                raise
+            if n == 0:
+                raise EOFError()
+            self.end += n
+
+
+def _read_message(pk: Any, original: Any, inbox: _Inbox, transport: Any) -> tuple[int, Any]:
+    """``Packetizer.read_message`` for AES-GCM with fewer copies and system calls: packets are
+    received into one buffer several at a time (:class:`_Inbox`) and decrypted from it, and a
+    CHANNEL_DATA packet for a channel reading through a :class:`ChunkPipe` is fed to it here,
+    its data a view of the plaintext (paramiko copies it out of a ``Message`` after dispatching
+    the packet through ``Transport.run``); the transport then sees an IGNORE. Sequence numbers,
+    the IV counter and the rekey accounting are paramiko's."""
     sock = getattr(pk, _P + "socket")
     engine = getattr(pk, _P + "block_engine_in")
     if (
@@ -288,34 +329,30 @@ def _read_message(pk: Any, original: Any) -> tuple[int, Any]:
         or getattr(pk, _P + "remainder")
         or not isinstance(sock, socket.socket)
     ):
+        inbox.hand_to(pk)
         return original()  # type: ignore[no-any-return]
     from paramiko import SSHException
     from paramiko.message import Message
 
-    aad = pk.read_all(4, check_rekey=True)  # paramiko's: the rekey and keepalive checks while idle
-    packet_size = struct.unpack(">I", aad)[0]
+    inbox.fill(pk, sock, 4, check_rekey=True)
+    at = inbox.start
+    packet_size = struct.unpack_from(">I", inbox.buf, at)[0]
     mac_size = getattr(pk, _P + "mac_size_in")
     if packet_size < 5 or packet_size > (1 << 20):
         raise SSHException(f"Invalid packet length {packet_size}")
-    sealed = bytearray(packet_size + mac_size)
-    _recv_into(pk, sock, memoryview(sealed))
+    raw = packet_size + mac_size + 4
+    inbox.fill(pk, sock, raw)
+    at = inbox.start
+    view = inbox.view
     iv = getattr(pk, _P + "iv_in")
-    plain = engine.decrypt(iv, sealed, aad)
+    plain = engine.decrypt(iv, view[at + 4 : at + raw], view[at : at + 4])
+    inbox.start = at + raw
+    if inbox.start == inbox.end:
+        inbox.start = inbox.end = 0
     setattr(pk, _P + "iv_in", pk._inc_iv_counter(iv))
     padding = plain[0]
     cmd = plain[1]
-    if cmd == _MSG_CHANNEL_DATA:
-        msg = Message(plain)  # shares the bytes; channel data is read by its length, never to the end
-        msg.packet.seek(2)
-    else:
-        msg = Message(plain[2 : packet_size - padding])
     seqno = getattr(pk, _P + "sequence_number_in")
-    msg.seqno = seqno
-    seqno = (seqno + 1) & 0xFFFFFFFF
-    if seqno == 0 and not pk._initial_kex_done:
-        raise SSHException("Sequence number rolled over during initial kex!")
-    setattr(pk, _P + "sequence_number_in", seqno)
-    raw = packet_size + mac_size + 4
     received_bytes = getattr(pk, _P + "received_bytes") + raw
     received_packets = getattr(pk, _P + "received_packets") + 1
     setattr(pk, _P + "received_bytes", received_bytes)
@@ -331,6 +368,25 @@ def _read_message(pk: Any, original: Any) -> tuple[int, Any]:
         setattr(pk, _P + "received_bytes_overflow", 0)
         setattr(pk, _P + "received_packets_overflow", 0)
         pk._trigger_rekey()
+    next_seqno = (seqno + 1) & 0xFFFFFFFF
+    if next_seqno == 0 and not pk._initial_kex_done:
+        raise SSHException("Sequence number rolled over during initial kex!")
+    setattr(pk, _P + "sequence_number_in", next_seqno)
+    if cmd == _MSG_CHANNEL_DATA and not transport._expected_packet:
+        chanid, size = struct.unpack_from(">II", plain, 2)
+        chan = transport._channels.get(chanid)
+        pipe = getattr(chan, "in_buffer", None)
+        if isinstance(pipe, ChunkPipe) and 10 + size <= packet_size - padding:
+            pipe.feed(memoryview(plain)[10 : 10 + size])  # a fresh bytes object per packet: a view is safe
+            ignored = Message()
+            ignored.seqno = seqno
+            return _MSG_IGNORE, ignored
+    if cmd == _MSG_CHANNEL_DATA:
+        msg = Message(plain)  # shares the bytes; channel data is read by its length, never to the end
+        msg.packet.seek(2)
+    else:
+        msg = Message(plain[2 : packet_size - padding])
+    msg.seqno = seqno
     return cmd, msg
 
 
