@@ -127,6 +127,30 @@ def test_an_object_replaced_during_the_download_is_refused(server: S3Server, bac
         f.read()
 
 
+def test_a_medium_object_reaches_the_callers_buffer_in_one_read_of_one_version(
+    backend: S3Backend, server: S3Server
+) -> None:
+    data = os.urandom(s3mod.STAT_GET + RANGE // 2)  # stat's first bytes, then the rest in one GET
+    c = server.client()
+    c.put_object(Bucket=backend.bucket, Key="mid.bin", Body=data)
+    gets = _Gets(backend)
+    assert backend.stat("mid.bin").size == len(data)
+    buf = bytearray(len(data) + 1)  # as the copy sizes it: the whole file and one byte
+    with backend.open_read("mid.bin") as f:
+        assert f.readinto(buf) == len(data)  # the stat's bytes and the rest, read into place
+        assert bytes(buf[: len(data)]) == data
+        assert f.readinto(buf) == 0
+    assert gets.lean == ["GET", "GET"] and gets.boto == []
+    with backend.open_read("mid.bin") as f:  # a small buffer still gets every byte, in order
+        assert f.read() == data
+    # Replaced between the stat and the read: refused, never stitched from two versions.
+    assert backend.stat("mid.bin").size == len(data)
+    c.put_object(Bucket=backend.bucket, Key="mid.bin", Body=os.urandom(len(data)))
+    changed = pytest.raises(Transient, match="changed on the server during the download")
+    with changed, backend.open_read("mid.bin") as f:
+        f.readinto(buf)
+
+
 def test_a_failed_range_fails_the_read_and_nothing_waits_forever(backend: S3Backend, server: S3Server) -> None:
     data = os.urandom(10 * RANGE)
     server.client().put_object(Bucket=backend.bucket, Key="gone.bin", Body=data)
@@ -182,8 +206,9 @@ def test_a_download_of_lean_gets_never_loads_botocores_client(server: S3Server, 
             assert lean is not None and lean.netloc == server.endpoint.split("//", 1)[1]
             assert [e.name for e in backend.list("")] == ["noclient.bin"]  # listings go lean too
             assert backend._client is None
-            # Once a request needs botocore (a HEAD), the client is built and agrees with it.
-            assert backend.object_exists("noclient.bin")
+            # Once a request needs botocore (head(), for a restore's state), the client is built
+            # and agrees with the lean path.
+            assert backend.head("noclient.bin")["ContentLength"] == len(data)
             assert backend._client is not None and backend.fast is lean
         finally:
             backend.close()

@@ -11,6 +11,7 @@ import pytest
 
 from ferry.backends.s3 import S3Backend
 from ferry.core.address import Address
+from ferry.core.errors import AlreadyExists
 from s3.servers import S3Server, aws_env
 from s3.test_fast import AWKWARD
 
@@ -72,3 +73,31 @@ def test_a_folder_lists_and_walks_without_botocores_client(server: S3Server, buc
             assert backend._client is None  # botocore's S3 model was never loaded
         finally:
             backend.close()
+
+
+def test_uploads_into_a_new_folder_never_load_botocores_client(server: S3Server, bucket: str) -> None:
+    """The folder-marker probe, the If-None-Match probe and the commit's HEAD (rclone) go lean too."""
+    with aws_env(server):
+        backend = S3Backend(Address("s3", "", host=bucket))
+        try:
+            backend.mkdir("new/folder")
+            for i in range(3):
+                w = backend.open_write(f"new/folder/f{i}.txt", size=5, token=str(i), readback="sha256")
+                w.write(b"hello")
+                w.finish()
+                w.commit(overwrite=False)  # the store's If-None-Match, or a HEAD just before
+            assert backend.conditional_writes() == (server.kind == "moto")
+            assert backend.object_exists("new/folder/f1.txt") and not backend.object_exists("new/folder/nope")
+            w = backend.open_write("new/folder/f1.txt", size=5, token="9", readback="sha256")
+            w.write(b"again")
+            w.finish()
+            with pytest.raises(AlreadyExists):
+                w.commit(overwrite=False)
+            w.abort()
+            assert backend._client is None
+        finally:
+            backend.close()
+    c = server.client()
+    assert c.get_object(Bucket=bucket, Key="new/folder/f1.txt")["Body"].read() == b"hello"
+    keys = [o["Key"] for o in c.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert not [k for k in keys if ".ferry-" in k]  # every probe object was deleted

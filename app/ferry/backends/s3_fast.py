@@ -94,9 +94,7 @@ def fast_path_for(client: Any, session: Any) -> FastS3 | None:
     return fast_path_at(client.meta.endpoint_url, region, session, client.meta.config.read_timeout)
 
 
-def fast_path_at(
-    endpoint_url: str, region: str | None, session: Any, timeout: float, env: Any = None
-) -> FastS3 | None:
+def fast_path_at(endpoint_url: str, region: str | None, session: Any, timeout: float, env: Any = None) -> FastS3 | None:
     """A :class:`FastS3` for a path-style endpoint, or None where the lean path does not apply.
     Also used before (or instead of) building botocore's client: loading its S3 model is ~0.1 s of
     CPU that a download made of lean GETs alone never needs. ``env`` (an
@@ -244,9 +242,11 @@ class FastS3:
     def _answer(self, status: int, headers: Mapping[str, str], data: bytes | int) -> None:
         if 200 <= status < 300:
             return
-        if status == 404 and isinstance(data, bytes):
+        if status in (404, 412) and isinstance(data, bytes):
             code, message = _error_code(data)
-            if code in ("NoSuchKey", "NoSuchBucket"):
+            # "No such key" and a refused condition (If-None-Match, If-Match) are answers, not
+            # trouble: worded as botocore's would be, without repeating the request through it.
+            if code in ("NoSuchKey", "NoSuchBucket", "PreconditionFailed"):
                 raise FastError(code, status, message)
         raise Fallback(str(status))  # botocore words it (and retries what it should)
 
@@ -330,6 +330,20 @@ class FastS3:
         resp = _shape(got, len(data))
         resp["Body"] = _Body(data)
         return resp
+
+    def head_object(self, bucket: str, key: str) -> dict[str, Any]:
+        """HeadObject. A 404 is "no such key" as botocore words a HEAD's (its answer has no body:
+        code "404"); any other unhappy answer goes to botocore."""
+        status, got, data = self._request("HEAD", bucket, key, {}, b"", EMPTY_SHA256)
+        if status == 404:
+            raise FastError("404", 404, "Not Found")
+        self._answer(status, got, data)
+        return _shape(got, 0)
+
+    def delete_object(self, bucket: str, key: str) -> None:
+        """DeleteObject (S3 answers 204 whether or not the key existed)."""
+        status, got, data = self._request("DELETE", bucket, key, {}, b"", EMPTY_SHA256)
+        self._answer(status, got, data)
 
     def list_objects_v2(
         self, bucket: str, prefix: str, delimiter: str | None, max_keys: int, token: str | None
