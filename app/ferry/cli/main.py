@@ -7,6 +7,7 @@ unfinished, 2 bad input (nothing was changed), 130 interrupted by Ctrl+C.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 
@@ -62,7 +63,33 @@ def _setup_interaction() -> None:
         set_prompter(TerminalPrompter())
 
 
+def _tune_allocator() -> None:
+    """Keep freed blocks of up to 4 MiB in the heap (glibc's malloc; elsewhere nothing changes).
+
+    glibc gives every block over 128 KiB a fresh mmap and unmaps it when freed, until a large
+    free raises that threshold. Ferry's per-file buffers (the copy's 1 MiB read buffer, the
+    read-back, S3 bodies and single-PUT bodies) then came page-faulted and zeroed from the kernel
+    for every file. Importing botocore used to raise the threshold by accident; the lean S3 path
+    no longer imports it. Measured on 200 x 1 MiB against rclone serve s3 (5 interleaved rounds,
+    load 6-6.5): uploads 158k page faults -> 22k, client CPU 1.12 -> 0.81 s; downloads 59k ->
+    14k, 0.86 -> 0.73 s. What the heap keeps is reused by the next file's buffers (up to 8 MiB
+    unused per arena before it is trimmed). Any MALLOC_* variable in the environment (the person
+    tuning malloc themselves) leaves it alone."""
+    if not sys.platform.startswith("linux") or any(k.startswith("MALLOC_") for k in os.environ):
+        return
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return  # not glibc (musl has no mallopt)
+    m_trim_threshold, m_mmap_threshold = -1, -3  # glibc's <malloc.h>
+    mallopt(m_mmap_threshold, 4 << 20)
+    mallopt(m_trim_threshold, 8 << 20)
+
+
 def main(argv: list[str]) -> int:
+    _tune_allocator()
     _setup_interaction()
     parser = build_parser()
     args = parser.parse_args(argv)
