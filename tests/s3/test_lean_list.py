@@ -101,3 +101,15 @@ def test_uploads_into_a_new_folder_never_load_botocores_client(server: S3Server,
     assert c.get_object(Bucket=bucket, Key="new/folder/f1.txt")["Body"].read() == b"hello"
     keys = [o["Key"] for o in c.list_objects_v2(Bucket=bucket).get("Contents", [])]
     assert not [k for k in keys if ".ferry-" in k]  # every probe object was deleted
+
+
+def test_lean_answers_read_last_modified_as_botocore_does(server: S3Server, backend: S3Backend) -> None:
+    """Ferry reads the HTTP date itself (the email package's import is start-up time): an object
+    stored by another tool (no Ferry mtime metadata) gets the server's Last-Modified, to the second."""
+    c = server.client()
+    c.put_object(Bucket=backend.bucket, Key="theirs.bin", Body=b"x" * 10)
+    expected = c.head_object(Bucket=backend.bucket, Key="theirs.bin")["LastModified"]
+    assert backend.fast is not None
+    lean = backend.fast.head_object(backend.bucket, "theirs.bin")
+    assert lean["LastModified"] == expected and lean["LastModified"].utcoffset() is not None
+    assert backend.stat("theirs.bin").mtime == expected.replace(microsecond=0)

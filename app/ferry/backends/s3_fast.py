@@ -25,16 +25,18 @@ import base64
 import hashlib
 import hmac
 import os
-import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit
 
 from ferry.backends.s3_http import LeanConnection
+
+if TYPE_CHECKING:  # ssl is imported when an https endpoint is first reached (~9 ms of start-up)
+    import ssl
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
@@ -413,13 +415,30 @@ def _shape(headers: Mapping[str, str], length: int) -> dict[str, Any]:
     lm = headers.get("last-modified")
     if lm:
         try:
-            out["LastModified"] = parsedate_to_datetime(lm)
+            out["LastModified"] = _http_date(lm)
         except (TypeError, ValueError):
             pass
     if isinstance(out.get("LastModified"), datetime) and out["LastModified"].tzinfo is None:
         out["LastModified"] = out["LastModified"].replace(tzinfo=UTC)
     out["ResponseMetadata"] = {"HTTPStatusCode": 200, "HTTPHeaders": dict(headers)}
     return out
+
+
+_MONTHS = {
+    m: i for i, m in enumerate(["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"], 1)
+}
+
+
+def _http_date(text: str) -> datetime:
+    """An HTTP date. The form every server sends ("Mon, 23 Nov 2026 14:02:40 GMT") is read here;
+    any other goes to the email package, whose import (~3 ms of start-up) it then costs."""
+    parts = text.split()
+    if len(parts) == 6 and parts[5] == "GMT" and parts[2] in _MONTHS and parts[4].count(":") == 2:
+        hh, mm, ss = parts[4].split(":")
+        return datetime(int(parts[3]), _MONTHS[parts[2]], int(parts[1]), int(hh), int(mm), int(ss), tzinfo=UTC)
+    from email.utils import parsedate_to_datetime
+
+    return parsedate_to_datetime(text)
 
 
 def _list_page(body: bytes) -> dict[str, Any]:
@@ -473,6 +492,8 @@ def _list_page(body: bytes) -> dict[str, Any]:
 def _proxied(scheme: str, host: str) -> bool:
     """Whether botocore would reach this endpoint through a proxy from the environment (a proxy in
     the client's config is the caller's to check)."""
+    if sys.platform.startswith("linux") and not any(k.lower().endswith("_proxy") for k in os.environ):
+        return False  # Linux takes proxies from these variables only: urllib.request costs ~5 ms
     import urllib.request
 
     if urllib.request.proxy_bypass(host):
@@ -483,6 +504,8 @@ def _proxied(scheme: str, host: str) -> bool:
 def _ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
     """Certificates as botocore finds them: the profile's ca_bundle or AWS_CA_BUNDLE, else certifi's
     bundle, else the system's."""
+    import ssl
+
     bundle = ca_bundle or os.environ.get("AWS_CA_BUNDLE")
     if not bundle:
         try:

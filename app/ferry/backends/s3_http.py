@@ -16,7 +16,10 @@ fresh 16 MiB ``bytes`` per range (whose pages the kernel must fault in and zero 
 from __future__ import annotations
 
 import socket
-import ssl
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the caller makes the context (and imports ssl) only for https endpoints
+    import ssl
 
 MAX_LINE = 65536
 MAX_HEADERS = 200
