@@ -465,7 +465,16 @@ class _Host:
             generation = self._acquire_slot()
             try:
                 return make(transport), generation
-            except paramiko.ChannelException as exc:
+            except (paramiko.ChannelException, paramiko.SSHException) as exc:
+                # paramiko keeps one refusal per transport: of two threads refused at once, one
+                # gets the ChannelException and the other "Unable to open channel." (a refusal
+                # too; taken for a lost connection it turned tar batches off under MaxSessions 2).
+                refused = isinstance(exc, paramiko.ChannelException) or (
+                    str(exc) == "Unable to open channel." and transport.is_active()
+                )
+                if not refused:
+                    self._release_slot(generation)
+                    raise _map_error(exc, self.target.hostname) from exc
                 if self._open <= 1 and generation == self._generation:
                     self._release_slot(generation)
                     raise Transient(f"{self.target.hostname} refused every channel", detail=str(exc)) from exc
@@ -615,9 +624,12 @@ class _Host:
             finally:
                 self._release_slot(self._shell_generation)
 
-    def run(self, command: str | bytes, timeout: float = 600, stdin: bytes | None = None) -> tuple[int, bytes, bytes]:
-        """Run ``command`` on an exec channel (one session slot while it runs), ``stdin`` sent
-        as one buffer by the lean channel path (tar batches send megabytes this way)."""
+    def run(
+        self, command: str | bytes, timeout: float = 600, stdin: bytes | Sequence[bytes | memoryview] | None = None
+    ) -> tuple[int, bytes, bytes]:
+        """Run ``command`` on an exec channel (one session slot while it runs), ``stdin`` (one
+        buffer, or several sent as their concatenation without joining them) sent by the lean
+        channel path (tar batches send megabytes this way)."""
         from ferry.backends import ssh_fastpath
 
         chan, generation = self._open_channel(
@@ -632,7 +644,7 @@ class _Host:
                 # CLOSE of a command that already ended can reach sshd after the channel is gone,
                 # and sshd then drops the whole connection (every transfer on it).
                 if stdin:
-                    ssh_fastpath.send_data(chan, [stdin])
+                    ssh_fastpath.send_data(chan, [stdin] if isinstance(stdin, bytes) else stdin)
                 chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()
@@ -1872,7 +1884,7 @@ class SFTPBackend(Backend):
 
         return sftp_tar.commit_batch(self, items)
 
-    def read_batch(self, paths: Sequence[str]) -> Sequence[tuple[Entry, bytes] | BaseException]:
+    def read_batch(self, paths: Sequence[str]) -> Sequence[tuple[Entry, bytes | bytearray] | BaseException]:
         from ferry.backends import sftp_tar
 
         return sftp_tar.read_batch(self, [self._abs(p) for p in paths])
