@@ -227,11 +227,14 @@ def write_batch(
     # and a `tar -x` reading the pipe would go on extracting the members that did arrive, into
     # partial names the retry of those files (per file, on a new connection) may already have
     # renamed into place: stray partial files. Seen with the connection-cut test under load.
+    # `cat` (not `head -c SIZE`) takes it: GNU head copies 8 KiB reads in 4 KiB writes, cat 128 KiB
+    # at a time; 1,000 x 1 MiB up, 5 interleaved runs: 5.17 vs 5.79 s, server CPU 2.1 vs 2.3 s.
+    # It ends at our EOF; the size check below still refuses an archive cut short.
     where = shlex.quote(base)
     size = sum(len(m) for m in members)
     command = (
         f"{{ cd -- {where} 2>/dev/null || {{ mkdir -p -- {where} && cd -- {where}; }}; }} && "
-        f't=$(mktemp) && {{ head -c {size} >"$t"; [ $(wc -c <"$t") -eq {size} ] && '
+        f't=$(mktemp) && {{ cat >"$t"; [ $(wc -c <"$t") -eq {size} ] && '
         f'tar -x -o -f "$t" && {tool} -- {" ".join(args)}; }}; s=$?; rm -f "$t"; cat >/dev/null; exit $s'
     )
     try:
