@@ -67,6 +67,9 @@ class WatchManager:
         self.on_message = on_message
         self.skip = SkipJobs(store_path)  # jobs the window's own queue runner must leave alone
         self._watchers: dict[int, Watcher] = {}
+        # Watches being stopped: they count as running until stop() has let go of them (job out
+        # of `skip`), so a caller that saw running() turn False may rely on that bookkeeping.
+        self._stopping: set[int] = set()
         self._lock = threading.Lock()
 
     def start(self, spec: WatchSpec) -> int:
@@ -101,7 +104,8 @@ class WatchManager:
     def running(self, job_id: int) -> bool:
         with self._lock:
             w = self._watchers.get(job_id)
-        return w is not None and not w.finished
+            stopping = job_id in self._stopping
+        return w is not None and (stopping or not w.finished)
 
     def watching(self) -> list[int]:
         with self._lock:
@@ -117,6 +121,8 @@ class WatchManager:
         then finish, and watching the same folder again continues it."""
         with self._lock:
             w = self._watchers.get(job_id)
+            if w is not None:
+                self._stopping.add(job_id)
         if w is None:
             return None
         w.stop()
@@ -124,6 +130,7 @@ class WatchManager:
             result = w.wait(timeout)
         finally:
             with self._lock:
+                self._stopping.discard(job_id)
                 if w.finished:
                     self._watchers.pop(job_id, None)
                     self.skip.ids.discard(job_id)
