@@ -60,7 +60,12 @@ class RangedReader(io.RawIOBase):
         self._current_buf: bytearray | None = None
         self._hasher: Hasher | None = None
         self._started = False
-        self._stop = False
+        self._stop = False  # start no more ranges (one failed, or the reader closed)
+        self._closed = False
+        # Offset of the first range that failed: only ranges after it are abandoned. A range
+        # before it still hashes and reads, so the copy meets the failure itself (its message
+        # names the object), not an "abandoned" that a later range's failure caused.
+        self._failed_from = end
         self._hashed = threading.Event()  # set once everything before the next range is hashed
         self._hashed.set()
 
@@ -105,11 +110,12 @@ class RangedReader(io.RawIOBase):
             hasher = self._hasher
             if hasher is not None:
                 before.wait()  # the range before this one is hashed, or failed
-                if self._stop:
+                if self._closed or self._failed_from < lo:
                     raise OSError("read abandoned")  # nobody will read it; never hash past a gap
                 hasher.update(into)
             return len(into)
         except BaseException:
+            self._failed_from = min(self._failed_from, lo)
             self._stop = True  # the copy fails at this range: later ones neither hash nor start
             raise
         finally:
@@ -142,7 +148,7 @@ class RangedReader(io.RawIOBase):
         return n
 
     def close(self) -> None:
-        self._stop = True  # ranges still running neither hash nor start more
+        self._stop = self._closed = True  # ranges still running neither hash nor start more
         for future, _ in self._queue:
             future.cancel()
         self._queue.clear()
