@@ -198,6 +198,50 @@ def test_pause_resume_cancel_act_within_a_second(site: MemSite, store: Store, fe
     assert b_task.state == "done" and b_task.verified == "sha256 match"
 
 
+def test_a_pause_taken_back_before_the_runner_lets_go_keeps_the_job_going(
+    site: MemSite, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pause, then resume at once: the runner has seen the pause and is stopping the job's file
+    when the resume lands. The job must not end up paused (it did: the runner's release wrote
+    'paused' over the resume, and the transfers panel's job then never finished); it runs on,
+    from the partial data it kept."""
+    from ferry.ui import queue_actions  # Qt-free: the panel's actions, as ``ferry queue`` does them
+
+    data = os.urandom(6 * MiB)
+    site.put("/src/big.bin", data)
+    job = mem_job(store, [site.url("/src/big.bin")], site.url("/dst/"), bwlimit=2 * MiB)
+    real_release = Store.release_job
+    taken_back: list[str] = []
+
+    def resume_first(self: Store, job_id: int, state: str, *args: object, **kwargs: object) -> None:
+        if job_id == job and state == "paused" and not taken_back:
+            other = Store(store.path)  # the user's resume, from another connection, just before
+            try:
+                taken_back.append(f"resumed {queue_actions.resume(other, [job])}")
+            finally:
+                other.close()
+        real_release(self, job_id, state, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "release_job", resume_first)
+    runner = Runner(store, RunConfig(parallel=2, backoff_base=0.01))
+    result: list[RunSummary] = []
+    thread = threading.Thread(target=lambda: result.append(runner.run()), daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: any(size for _p, size in site.partials("/dst")), 10, what="the file under way")
+        assert queue_actions.pause(store, [job]) == 1
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+    finally:
+        runner.stop()
+        thread.join(timeout=10)
+    assert taken_back == ["resumed 1"]  # the interleaving really happened
+    assert result and result[0].jobs[job] == "done"  # the same run took it up again and finished it
+    assert store.job(job).state == "done"
+    assert site.get("/dst/big.bin") == data and site.partials() == []
+    assert file_tasks(store, job)["big.bin"].verified == "sha256 match"
+
+
 # ---- re-planning after a crash ----
 
 

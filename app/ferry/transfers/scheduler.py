@@ -471,7 +471,10 @@ class Runner:
         if state == "cancelled":
             self._remove_partials(run)
             self.store.cancel_open_tasks(job_id)
-        self.store.release_job(job_id, state, message)
+        # A pause asked for in the store may be taken back (resume: 'queued') while this run is
+        # still stopping the job's files; then the job stays queued and runs on (its files kept
+        # their partial data). Written over with 'paused', it stayed paused for good.
+        self.store.release_job(job_id, state, message, unless="queued" if run.stopping == "pause" else None)
         self._summary.jobs[job_id] = state
         self.listener.job_changed(job_id, state, message)
 

@@ -474,13 +474,19 @@ class Store:
                 (time.time(), runner, *ids),
             )
 
-    def release_job(self, job_id: int, state: str, message: str | None = None) -> None:
-        """Hand a job back (to 'queued', 'paused', or a finished state) and free its tasks."""
+    def release_job(self, job_id: int, state: str, message: str | None = None, *, unless: str | None = None) -> None:
+        """Hand a job back (to 'queued', 'paused', or a finished state) and free its tasks. With
+        ``unless``, a job that has meanwhile been put in that state keeps it (and its message):
+        a pause the user took back (resume) before the runner let go of the job must not win."""
         with self._tx() as db:
             db.execute(
                 "UPDATE tasks SET state = 'queued', interrupted = 1 WHERE job_id = ? AND state = 'running'",
                 (job_id,),
             )
+            if unless is not None:
+                row = db.execute("SELECT state, message FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                if row is not None and row[0] == unless:
+                    state, message = row[0], row[1]
             finished = time.time() if state in JOB_FINISHED else None
             db.execute(
                 "UPDATE jobs SET state = ?, message = ?, runner = NULL, heartbeat = NULL, finished = ? WHERE id = ?",
