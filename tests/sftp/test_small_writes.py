@@ -18,7 +18,7 @@ from ferry.backends import sftp_small
 from ferry.backends.base import temp_name
 from ferry.backends.sftp_small import SMALL_MAX, SmallFileWriter
 from ferry.core.errors import AlreadyExists, NotFound, Transient
-from helpers import describe, file_digests, file_events, partials, result_event
+from helpers import describe, file_digests, file_events, partials, result_event, wait_until
 from sftp.conformance_site import sftp_backend
 from sftp.tcp_proxy import TcpProxy
 from sftp.test_resilience import alias_block, ferry_with, known_line, small_tree
@@ -195,6 +195,9 @@ def test_connection_cut_among_small_files_loses_and_repeats_nothing(sshd: SshSer
         assert all(e["state"] == "done" and "sha256 match" in e["verified"] for e in files), files
         assert file_digests(remote / "many") == want
         assert not partials(remote)
+        # A tar batch cut mid-stream removes its staging folder on the server (sshd's command
+        # sees the early EOF after our connection is gone, so that can come a moment later).
+        wait_until(lambda: not list(remote.rglob(".ferry-batch.*")), 10, what="staging folders removed")
     finally:
         proxy.close()
 

@@ -5,6 +5,7 @@ has no shell, a source vanishing mid-batch, and a batch cancelled half way then 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 from collections.abc import Callable
@@ -15,8 +16,9 @@ import pytest
 
 import ferry.backends.sftp as sftp_mod
 from ferry.backends import sftp_tar
+from ferry.backends.base import temp_name
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import Cancelled, NotFound
+from ferry.core.errors import Cancelled, NotFound, Transient
 from helpers import describe, file_digests, file_events, partials
 from sftp.conformance_site import sftp_backend
 from sftp.test_resilience import alias_block, ferry_with, known_line
@@ -58,6 +60,7 @@ def test_upload_and_download_of_a_nested_tree_go_in_tar_batches(sshd: SshServer,
     assert all(e["verified"].startswith("sha256 match") for e in files)
     assert file_digests(remote / "tree") == want
     assert not partials(remote)
+    assert not list(remote.rglob(".ferry-batch.*"))  # the server's staging folders are gone
     for p in (src / "a1" / "b2").iterdir():  # times as the source's (set by tar from the header)
         assert (remote / "tree" / "a1" / "b2" / p.name).stat().st_mtime == p.stat().st_mtime
     rows = [r for r in task_rows(tmp_path) if r[0] == "file"]
@@ -242,6 +245,39 @@ def test_a_source_vanishing_mid_batch_fails_only_that_file(backend: Any, sshd: S
             assert error is None and outcome is not None and DOWN in outcome.verified
             assert Path(d).read_bytes() == Path(s).read_bytes()
     assert not partials(back)
+
+
+@pytest.mark.parametrize("cut", ["mid-member", "between members"])
+def test_an_archive_cut_short_leaves_nothing_on_the_server(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch, cut: str
+) -> None:
+    """The stream ends early (as when the connection drops and sshd's command sees EOF): the
+    batch fails as a whole, and neither a partial file nor the staging folder is left behind,
+    also when the cut falls exactly between two members (tar itself is content then)."""
+    from datetime import UTC, datetime
+
+    remote = sshd.mkdir()
+    items = [(str(remote / f"c{i}"), os.urandom(5000 + i), f"{900 + i}", datetime.now(UTC)) for i in range(6)]
+    host = backend._host
+    real_run = host.run
+
+    def cut_short(command: bytes, timeout: float = 600, stdin: Any = None) -> Any:
+        pieces = [bytes(p) for p in stdin]  # header, data, padding per member, then the end
+        # two whole members, the third's header and a piece of its data; or three whole members
+        # and no end-of-archive blocks
+        sent = [*pieces[:7], pieces[7][:1000]] if cut == "mid-member" else pieces[:9]
+        return real_run(command, timeout, sent)
+
+    assert "sha256" in backend.capabilities.hashes  # the remote tools are known (as in a real run)
+    monkeypatch.setattr(host, "run", cut_short)
+    results = sftp_tar.write_batch(backend, items, "sha256")
+    assert all(isinstance(r, Transient) and "tar batch" in r.message for r in results), results
+    assert not list(remote.iterdir()), list(remote.iterdir())  # no partial, no .ferry-batch.* folder
+
+    monkeypatch.setattr(host, "run", real_run)  # the same batch, whole: every file under its partial name
+    results = sftp_tar.write_batch(backend, items, "sha256")
+    assert results == [hashlib.sha256(data).hexdigest() for _f, data, _t, _m in items]
+    assert sorted(p.name for p in remote.iterdir()) == sorted(temp_name(f"c{i}", f"{900 + i}") for i in range(6))
 
 
 def test_cancelled_between_tar_and_rename_leaves_only_partials_and_resumes(
