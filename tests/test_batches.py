@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from ferry.backends.base import Entry, temp_name
+from ferry.backends.base import BatchData, Entry, temp_name
 from ferry.backends.memory import MemoryBackend
 from ferry.transfers import batch
 from ferry.transfers.scheduler import RunConfig, Runner
@@ -33,12 +33,17 @@ class _Batches:
         return True
 
     def write_batch(
-        self: Any, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str
+        self: Any, items: Sequence[tuple[str, BatchData, str, datetime | None]], algo: str
     ) -> list[str | BaseException]:
         _Batches.calls.append(len(items))
         out: list[str | BaseException] = []
-        for path, data, token, _mtime in items:
+        for path, source, token, _mtime in items:
             self.mkdir(path.rsplit("/", 1)[0], parents=True, exist_ok=True)  # as tar does
+            if "grows" in path:  # written to after the stat, before the batch sends it
+                with open(source.source.path, "ab") as f:
+                    f.write(b" and more")
+            data = source.read()  # the engine hands a BatchData: read when its turn comes
+            assert len(data) == len(source)
             w = self.open_write(path, size=len(data), token=token)
             w.write(data)
             w.finish()  # left under its partial name, as tar leaves it
@@ -119,6 +124,28 @@ def test_upload_batches_give_one_result_per_task(
             assert t.verified == "sha256 match", t
         else:
             assert "tar-extracted" in (t.verified or ""), t
+    assert site.partials("/dst") == []
+
+
+def test_a_source_changing_before_its_turn_in_a_batch_goes_per_file(
+    batching: list[int], site: MemSite, store: Store, tmp_path: Path
+) -> None:
+    """Sources are read only when the batch sends them (a 64 MiB batch is never held whole), so
+    a file can change between its stat (the size in its tar header) and its turn: it is sent cut
+    to that size, never committed, and the per-file copy moves what the file holds now."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(20):
+        (src / f"f{i:02d}").write_bytes(os.urandom(1000 + i))
+    (src / "grows.txt").write_bytes(b"first words")
+    job = mem_job(store, [str(src)], site.url("/dst/"), recursive=True)
+    assert Runner(store, RunConfig(parallel=1, job_ids=[job])).run().jobs == {job: "done"}
+    assert batching and max(batching) == 21  # one batch held them all
+    tasks = {t.rel.split("/", 1)[1]: t for t in store.tasks(job, kinds=("file",))}
+    assert site.get("/dst/src/grows.txt") == b"first words and more"
+    assert tasks["grows.txt"].verified == "sha256 match"  # per file, after the batch refused it
+    assert all("tar-extracted" in (t.verified or "") for rel, t in tasks.items() if rel != "grows.txt")
+    assert file_digests(src) == {rel: hashlib.sha256(site.get(f"/dst/src/{rel}")).hexdigest() for rel in tasks}
     assert site.partials("/dst") == []
 
 

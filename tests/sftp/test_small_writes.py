@@ -22,6 +22,7 @@ from helpers import describe, file_digests, file_events, partials, result_event,
 from sftp.conformance_site import sftp_backend
 from sftp.tcp_proxy import TcpProxy
 from sftp.test_resilience import alias_block, ferry_with, known_line, small_tree
+from sftp.test_tar_batches import staging_folders
 from sshd import SshServer
 
 
@@ -197,7 +198,7 @@ def test_connection_cut_among_small_files_loses_and_repeats_nothing(sshd: SshSer
         assert not partials(remote)
         # A tar batch cut mid-stream removes its staging folder on the server (sshd's command
         # sees the early EOF after our connection is gone, so that can come a moment later).
-        wait_until(lambda: not list(remote.rglob(".ferry-batch.*")), 10, what="staging folders removed")
+        wait_until(lambda: not staging_folders(remote), 10, what="staging folders removed")
     finally:
         proxy.close()
 

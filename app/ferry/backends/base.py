@@ -131,6 +131,17 @@ def temp_name(name: str, token: str) -> str:
 PARTIAL_SUFFIX = ".ferry-part"
 
 
+class BatchData(Protocol):
+    """A small file's bytes in a batch upload (``write_batch``), read only when the batch sends
+    that file, so a batch of many megabytes is never held in memory at once."""
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes:
+        """Exactly ``len(self)`` bytes."""
+        ...
+
+
 class ResumeSlot(Protocol):
     """Where a writer keeps protocol state (an S3 UploadId and finished parts) in the queue, so an
     interrupted upload continues after a crash. Handed to ``open_write(resume_slot=...)`` by the

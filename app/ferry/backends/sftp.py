@@ -27,14 +27,14 @@ import stat as stat_mod
 import struct
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, BinaryIO, cast
 
 from ferry.backends import ssh_fastpath, ssh_rekey
-from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Writer, temp_name
 from ferry.backends.sftp_hash import FollowingHash, HashBatcher, follow_command
 from ferry.backends.sftp_parallel import REQUEST, ParallelRangeReader
 from ferry.backends.sftp_parallel_write import ParallelRangeWriter, safe_resume_offset
@@ -625,11 +625,15 @@ class _Host:
                 self._release_slot(self._shell_generation)
 
     def run(
-        self, command: str | bytes, timeout: float = 600, stdin: bytes | Sequence[bytes | memoryview] | None = None
+        self,
+        command: str | bytes,
+        timeout: float = 600,
+        stdin: bytes | Sequence[bytes | memoryview] | Iterator[Sequence[bytes | memoryview]] | None = None,
     ) -> tuple[int, bytes, bytes]:
         """Run ``command`` on an exec channel (one session slot while it runs), ``stdin`` (one
-        buffer, or several sent as their concatenation without joining them) sent by the lean
-        channel path (tar batches send megabytes this way)."""
+        buffer, several sent as their concatenation without joining them, or an iterator of
+        such groups, each made and sent in turn) sent by the lean channel path (tar batches send
+        megabytes this way)."""
         from ferry.backends import ssh_fastpath
 
         chan, generation = self._open_channel(
@@ -643,8 +647,15 @@ class _Host:
                 # for it: paramiko sends EOF outside the channel's lock, so an EOF racing the
                 # CLOSE of a command that already ended can reach sshd after the channel is gone,
                 # and sshd then drops the whole connection (every transfer on it).
-                if stdin:
-                    ssh_fastpath.send_data(chan, [stdin] if isinstance(stdin, bytes) else stdin)
+                if isinstance(stdin, bytes):
+                    groups: Iterable[Sequence[bytes | memoryview]] = [[stdin]]
+                elif isinstance(stdin, Sequence):
+                    groups = [cast(Sequence[bytes | memoryview], stdin)]
+                else:
+                    groups = stdin
+                for group in groups:
+                    if any(group):
+                        ssh_fastpath.send_data(chan, group)
                 chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()
@@ -1873,7 +1884,7 @@ class SFTPBackend(Backend):
         return direction == "down" or algo is None or algo in self.capabilities.hashes
 
     def write_batch(
-        self, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str | None
+        self, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
     ) -> Sequence[str | BaseException]:
         from ferry.backends import sftp_tar
 

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ferry.backends import sftp_small
-from ferry.backends.base import Entry, Kind, temp_name
+from ferry.backends.base import BatchData, Entry, Kind, temp_name
 from ferry.backends.sftp_hash import parse_digests
 from ferry.core.errors import AlreadyExists, FerryError, NotFound, Transient, Unsupported
 
@@ -184,12 +184,13 @@ def _member(name: str, data: bytes, mtime: int) -> tuple[bytes, bytes, bytes]:
 
 
 def write_batch(
-    backend: SFTPBackend, items: Sequence[tuple[str, bytes, str, datetime | None]], algo: str | None
+    backend: SFTPBackend, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
 ) -> list[str | BaseException]:
     """Write each ``(final path, data, token, mtime)`` to its partial name with one ``tar -x``
     and return per item the ``algo`` digest of the extracted partial file as the server reads
     it (with ``algo`` None: ``size:N``, its size as ``wc -c`` counts it), or the exception that
-    item met (Unsupported: move it per file)."""
+    item met (Unsupported: move it per file). ``data`` that is not bytes is read only when its
+    member is sent (:class:`~ferry.backends.base.BatchData`)."""
     host = backend._host
     tool = host.hash_tools.get(algo) if algo is not None else "wc -c"
     results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
@@ -206,7 +207,7 @@ def write_batch(
     if base is None:
         return results
     now = int(time.time())
-    members: list[bytes] = []  # header, data, padding of each member, then the end of archive
+    plan: list[tuple[int, str, int]] = []  # (index, member name, mtime) of each member, in order
     args: list[str] = []
     groups: dict[str, list[str]] = {}  # folder (relative to base) -> its members, quoted
     length = 0
@@ -217,12 +218,20 @@ def write_batch(
         if length > MAX_COMMAND:
             todo = todo[: len(args)]  # the rest go per file (the scheduler keeps batches below this)
             break
-        _final, data, _token, mtime = items[i]
+        mtime = items[i][3]
         names.touch(partial)  # a later stat of it (cancel's clean-up) must ask the server
-        members += _member(rel, data, int(mtime.timestamp()) if mtime is not None else now)
+        plan.append((i, rel, int(mtime.timestamp()) if mtime is not None else now))
         args.append(arg)
         groups.setdefault(posixpath.dirname(rel), []).append('"$d"/' + arg)
-    members.append(b"\0" * (2 * tarfile.BLOCKSIZE))
+
+    def stream() -> Iterator[tuple[bytes, ...]]:
+        """The archive, a member at a time: each file is read as its turn comes and let go
+        once sent."""
+        for i, rel, mtime in plan:
+            data = items[i][1]
+            yield _member(rel, data if isinstance(data, bytes | bytearray) else data.read(), mtime)
+        yield (b"\0" * (2 * tarfile.BLOCKSIZE),)
+
     # The folder may not exist yet: its own task (the planner emits folders first) may still be
     # waiting for another worker. Made here as the per-file copy makes a missing parent.
     # The archive is extracted into a fresh staging folder beside the files, and only when every
@@ -242,7 +251,7 @@ def write_batch(
     # The digests are printed last, after the clean-up: a connection gone by then kills the
     # shell at its first write (SIGPIPE), and nothing must be left behind when that happens.
     where = shlex.quote(base)
-    size = sum(len(m) for m in members)
+    size = sum(len(items[i][1]) for i, _r, _m in plan)
     moves = " && ".join(
         f"mkdir -p -- {shlex.quote('./' + folder)} && mv -f -- {' '.join(srcs)} {shlex.quote('./' + folder + '/')}"
         if folder
@@ -256,7 +265,7 @@ def write_batch(
         f'rm -rf -- "$d"; cat >/dev/null; [ $s -eq 0 ] && printf \'%s\\n\' "$r"; exit $s'
     )
     try:
-        rc, out, err = host.run(command.encode("utf-8"), timeout=max(60.0, size / (1 << 20)), stdin=members)
+        rc, out, err = host.run(command.encode("utf-8"), timeout=max(60.0, size / (1 << 20)), stdin=stream())
     except BaseException as exc:
         for i, _p in todo:
             results[i] = exc

@@ -35,7 +35,13 @@ from ferry.transfers.store import Task
 # 1.15 s per file (interleaved, quiet machine), up the same either way.
 SMALL_FILE = (2 << 20) + (64 << 10)
 MAX_FILES = 200  # per batch: one exec of tar with 200 files took 67 ms (one took 6.7 ms)
-MAX_BYTES = 16 << 20  # per batch: all of it is held in memory once (per worker)
+MAX_BYTES = 16 << 20  # per download batch: all of it is held in memory once (per worker)
+# Per upload batch (sources are read as they are sent, so this is not held in memory). Each batch
+# is a new exec channel, and a new channel costs sshd far more than its bytes: 1 GiB through
+# `cat` on 64 channels took 2.7 s of server CPU, on 16 channels 1.5 s, on one 1.3 s. 1,000 x 1 MiB
+# up, interleaved: 16 MiB batches 6.5 s (10.7 s CPU), 32 MiB 4.7 s, 64 MiB 4.4 s (7.3 s CPU).
+# Downloads gained nothing from bigger batches (4.5 vs 4.6 s), so they keep theirs.
+UP_MAX_BYTES = 64 << 20
 GATHER_WAIT = 0.02  # seconds a worker waits for more small files when the queue runs dry
 
 Result = tuple[Outcome | None, BaseException | None]
@@ -54,6 +60,11 @@ def _direction(ctx: CopyContext) -> str | None:
     if usable is not None and checks and callable(getattr(ctx.src, "read_batch", None)) and usable("down", algo):
         return "down"
     return None
+
+
+def max_bytes(ctx: CopyContext) -> int:
+    """How many bytes of small files one batch of this copy takes."""
+    return UP_MAX_BYTES if _direction(ctx) == "up" else MAX_BYTES
 
 
 def batchable(ctx: CopyContext, task: Task) -> bool:
@@ -116,14 +127,51 @@ def _note(verified: str, source: Entry) -> str:
     return f"{verified}; {name_note}" if name_note else verified
 
 
-# ---- up: read each source into memory, one tar -x, one remote hash, one flight of RENAMEs ----
+# ---- up: each source read as the batch sends it, one tar -x, one remote hash, one flight of RENAMEs ----
+
+
+class _Outgoing:
+    """One source file for an upload batch, read (and hashed) only when the backend sends it:
+    a 64 MiB batch is never held whole. The tar header already gave the size the stat said, so
+    a file that grew or shrank meanwhile is sent as exactly that many bytes (cut, or padded with
+    zeros) and marked ``changed``: it is never committed, and goes per file, which says why."""
+
+    def __init__(self, ctx: CopyContext, source: Entry, algo: str | None, cancel: CancelToken) -> None:
+        self.ctx, self.source, self.algo, self.cancel = ctx, source, algo, cancel
+        self.size = source.size or 0
+        self.digest: str | None = None  # of the bytes sent, once read (None: not sent as they are)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self) -> bytes:
+        self.cancel.check()
+        if self.ctx.limiters:
+            self.ctx.limiters.consume(self.size, self.cancel)
+        try:
+            with self.ctx.src.open_read(self.source.path) as f:
+                data = f.read(self.size + 1)  # one byte more tells a file that grew
+        except OSError:
+            return bytes(self.size)  # the per-file copy reports the problem in its own words
+        if len(data) != self.size:
+            return data[: self.size].ljust(self.size, b"\0")
+        if self.algo is None:
+            self.digest = f"size:{len(data)}"
+            return data
+        hasher = new_hasher(self.algo)
+        hasher.update(data)
+        digest = hasher.hexdigest()
+        recorded = self.source.hashes.get(self.algo)
+        if not recorded or recorded == digest:  # else the source changed since it was recorded
+            self.digest = digest
+        return data
 
 
 def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, results: list[Result | None]) -> None:
     algo = ctx.options.hash_algo  # None: the server's size of each extracted file is checked
     dst: Any = ctx.dst
     preserve = ctx.options.preserve_mtime
-    sent: list[tuple[int, Entry, bytes, str]] = []  # (index, source, data, stream hash)
+    sent: list[tuple[int, _Outgoing]] = []
     try:
         for i, task in enumerate(tasks):
             cancel.check()
@@ -136,57 +184,38 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
                 continue  # per file: it reports the problem in its own words
             if not source.is_file or source.size is None or source.size > SMALL_FILE:
                 continue
-            try:
-                with ctx.src.open_read(source.path) as f:
-                    data = f.read()
-            except OSError:
-                continue
-            if len(data) != source.size:
-                continue  # changing as we read it: the per-file copy says so (and retries)
-            if algo is None:
-                sent.append((i, source, data, f"size:{len(data)}"))
-                continue
-            hasher = new_hasher(algo)
-            hasher.update(data)
-            digest = hasher.hexdigest()
-            recorded = source.hashes.get(algo)
-            if recorded and recorded != digest:
-                continue  # the source changed since its checksum was recorded: per file says so
-            sent.append((i, source, data, digest))
+            sent.append((i, _Outgoing(ctx, source, algo, cancel)))
         if not sent:
             return
-        if ctx.limiters:
-            ctx.limiters.consume(sum(len(d) for _i, _s, d, _h in sent), cancel)
-        cancel.check()
-        items = [
-            (tasks[i].dst, data, str(tasks[i].id), source.mtime if preserve else None) for i, source, data, _h in sent
-        ]
+        items = [(tasks[i].dst, out, str(tasks[i].id), out.source.mtime if preserve else None) for i, out in sent]
         landed = _each(lambda: dst.write_batch(items, algo), len(items))
         cancel.check()
-        ok: list[tuple[int, Entry, bytes, str]] = []
-        for (i, source, data, digest), got in zip(sent, landed, strict=True):
+        ok: list[tuple[int, _Outgoing]] = []
+        for (i, out), got in zip(sent, landed, strict=True):
             if isinstance(got, Cancelled):
                 raise got
-            if isinstance(got, str) and got == digest:
-                ok.append((i, source, data, digest))
+            if isinstance(got, str) and out.digest is not None and got == out.digest:
+                ok.append((i, out))
             elif isinstance(got, str):
-                _drop_partial(ctx, tasks[i])  # what landed differs: the per-file copy starts it afresh
+                # What landed differs (or the source changed as it was read): the per-file copy
+                # starts it afresh, and says so if it must.
+                _drop_partial(ctx, tasks[i])
         overwrite = ctx.options.on_conflict == "overwrite"
         renames = [
-            (_partial(ctx.dst, tasks[i].dst, str(tasks[i].id)), tasks[i].dst, overwrite, len(data))
-            for i, _s, data, _h in ok
+            (_partial(ctx.dst, tasks[i].dst, str(tasks[i].id)), tasks[i].dst, overwrite, out.size) for i, out in ok
         ]
         committed = _each(lambda: dst.commit_batch(renames), len(renames))
     except Cancelled as exc:
         _cancel_rest(results, exc)
         return
-    for (i, source, data, digest), problem in zip(ok, committed, strict=True):
+    for (i, out), problem in zip(ok, committed, strict=True):
         if problem is not None:
             # Most often a file in the way (RENAME never replaces): the per-file copy applies the
             # policy to it. Our partial must not stay behind whatever the policy decides.
             _drop_partial(ctx, tasks[i])
             continue
-        ctx.accounting.add_bytes(len(data))
+        source, digest = out.source, out.digest
+        ctx.accounting.add_bytes(out.size)
         ctx.accounting.file_finished("done")
         if algo is None:  # as the per-file copy records it (its size check is this one)
             verified = _note("size only" if ctx.options.verify == "size" else "none", source)

@@ -640,7 +640,8 @@ class Runner:
         # While the planner is still walking, the queue fills a few tasks at a time and idle
         # workers would each take one (no batch at all): wait a moment for company.
         deadline = time.monotonic() + batch.GATHER_WAIT
-        while len(tasks) < batch.MAX_FILES and size < batch.MAX_BYTES:
+        limit = batch.max_bytes(run.ctx)
+        while len(tasks) < batch.MAX_FILES and size < limit:
             try:
                 item = self._work.get_nowait()
             except queue.Empty:
