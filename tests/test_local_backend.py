@@ -287,9 +287,7 @@ NINE_MIB = 9 * 1024 * 1024
 
 
 @pytest.mark.parametrize("size_hint", [NINE_MIB, None], ids=["known-size", "unknown-size"])
-def test_readback_thread_hashes_a_large_file(
-    backend: LocalBackend, tmp_path: Path, size_hint: int | None
-) -> None:
+def test_readback_thread_hashes_a_large_file(backend: LocalBackend, tmp_path: Path, size_hint: int | None) -> None:
     data = data_of(NINE_MIB)
     w = backend.open_write(str(tmp_path / "big"), size=size_hint, token="t", readback="sha256")
     assert w._readback is not None and w._readback._thread is not None  # the threaded path
@@ -310,9 +308,7 @@ def test_readback_small_file_uses_no_thread(backend: LocalBackend, tmp_path: Pat
 
 
 @pytest.mark.parametrize("size_hint", [NINE_MIB, 1000], ids=["threaded", "inline"])
-def test_readback_reads_the_disk_not_the_caller_bytes(
-    backend: LocalBackend, tmp_path: Path, size_hint: int
-) -> None:
+def test_readback_reads_the_disk_not_the_caller_bytes(backend: LocalBackend, tmp_path: Path, size_hint: int) -> None:
     # Bytes that reach the partial file by another route (a faulty layer below us) must change
     # the read-back hash: it is computed from what is on disk, up to its real end.
     data = data_of(size_hint)
@@ -324,6 +320,68 @@ def test_readback_reads_the_disk_not_the_caller_bytes(
     assert got == hashlib.sha256(data + b"garbage").hexdigest()
     assert got != hashlib.sha256(data).hexdigest()
     w.abort()
+
+
+@pytest.mark.parametrize(
+    ("size_hint", "damage"),
+    # The threaded read-back follows the writes, so only damage past its position is certain to
+    # be read: bytes appended. Inline, it reads everything at finish().
+    [(NINE_MIB, "none"), (NINE_MIB, "appended")]
+    + [(1000, d) for d in ("none", "flipped byte", "appended", "truncated")],
+)
+def test_readback_against_expected_bytes_compares_what_the_disk_holds(
+    backend: LocalBackend, tmp_path: Path, size_hint: int, damage: str
+) -> None:
+    # A caller holding the whole file (a tar-batch download) has the read-back compare with its
+    # bytes instead of hashing them twice: the digest it gave back only if the disk agrees.
+    data = data_of(size_hint)
+    digest = hashlib.sha256(data).hexdigest()
+    w = backend.open_write(str(tmp_path / "f"), size=size_hint, token="t", readback="sha256")
+    assert w.expect(data, digest)
+    w.write(data)
+    if damage == "flipped byte":
+        os.pwrite(w.fd, bytes([data[size_hint // 2] ^ 1]), size_hint // 2)
+    elif damage == "appended":
+        os.pwrite(w.fd, b"x", size_hint)
+    elif damage == "truncated":
+        os.ftruncate(w.fd, size_hint - 1)
+    got = w.finish()
+    assert (got == digest) == (damage == "none")
+    w.abort()
+
+
+def test_readback_thread_ends_when_the_file_is_shorter_than_written(tmp_path: Path) -> None:
+    # Told 5,000 bytes were written to a file that holds 1,000 (cut short under the writer):
+    # the thread stops at the real end and the hash is of what is there (it once spun forever).
+    from ferry.backends.local import _ReadBack
+
+    data = data_of(1000)
+    path = tmp_path / "short"
+    path.write_bytes(data)
+    fd = os.open(path, os.O_RDWR)
+    try:
+        rb = _ReadBack(fd, "sha256", threaded=True)
+        rb.advance(5000)
+        thread = rb._thread
+        assert thread is not None
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+        assert rb.result() == hashlib.sha256(data).hexdigest()
+    finally:
+        os.close(fd)
+
+
+def test_expected_bytes_are_refused_once_writing_began(backend: LocalBackend, tmp_path: Path) -> None:
+    data = data_of(1000)
+    w = backend.open_write(str(tmp_path / "f"), size=1000, token="t", readback="sha256")
+    w.write(data[:10])
+    assert not w.expect(data, "0" * 64)  # too late: the read-back keeps hashing
+    w.write(data[10:])
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.abort()
+    plain = backend.open_write(str(tmp_path / "g"), size=1000, token="u")
+    assert not plain.expect(data, "0" * 64)  # nothing is read back: nothing to compare
+    plain.abort()
 
 
 def test_readback_thread_after_resume_covers_the_whole_file(backend: LocalBackend, tmp_path: Path) -> None:

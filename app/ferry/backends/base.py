@@ -99,6 +99,13 @@ class Writer(ABC):
         """Resuming: the source's bytes for the ``offset`` already written, re-read by the copy, so a
         writer that verifies what it holds (S3 part MD5s, a read-back hash) can include them."""
 
+    def expect(self, data: bytes | bytearray, digest: str, size: int | None = None) -> bool:
+        """Before anything is written: the file's whole content, ``data[:size]`` (the caller
+        holds it), and its digest. A writer that reads back may then compare what the file holds
+        with those bytes rather than hash it a second time; :meth:`finish` returns ``digest``
+        only if every byte matched. False where not taken: :meth:`finish` hashes as usual."""
+        return False
+
     def finish(self) -> str | None:
         """All data written: flush it, and return the read-back hash if one was asked for."""
         return None

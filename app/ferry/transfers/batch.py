@@ -283,6 +283,8 @@ def _write_local(
         return None
     try:
         with writer:
+            if src_hash is not None:
+                writer.expect(data, src_hash)  # the read-back compares with ``data``, not hashes again
             writer.write(data)
             dst_hash = writer.finish()
             if algo is not None and dst_hash is not None and dst_hash != src_hash:
