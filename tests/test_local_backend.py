@@ -322,32 +322,66 @@ def test_readback_reads_the_disk_not_the_caller_bytes(backend: LocalBackend, tmp
     w.abort()
 
 
-@pytest.mark.parametrize(
-    ("size_hint", "damage"),
-    # The threaded read-back follows the writes, so only damage past its position is certain to
-    # be read: bytes appended. Inline, it reads everything at finish().
-    [(NINE_MIB, "none"), (NINE_MIB, "appended")]
-    + [(1000, d) for d in ("none", "flipped byte", "appended", "truncated")],
-)
-def test_readback_against_expected_bytes_compares_what_the_disk_holds(
-    backend: LocalBackend, tmp_path: Path, size_hint: int, damage: str
+class _OsWritingWrong:
+    """``os`` as the local backend sees it, but the first ``write`` lands one byte changed on
+    disk (the caller's buffer untouched): a layer below that does not store what it was given."""
+
+    def __init__(self) -> None:
+        self.damaged = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        if self.damaged:
+            return os.write(fd, data)
+        self.damaged += 1
+        wrong = bytearray(data)
+        wrong[len(wrong) // 2] ^= 1
+        return os.write(fd, wrong)
+
+
+@pytest.mark.parametrize("size", [NINE_MIB, 1000])
+@pytest.mark.parametrize("damage", ["none", "changed as written", "appended", "truncated"])
+def test_compared_writes_give_the_stream_digest_only_for_what_landed(
+    backend: LocalBackend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, damage: str
 ) -> None:
-    # A caller holding the whole file (a tar-batch download) has the read-back compare with its
-    # bytes instead of hashing them twice: the digest it gave back only if the disk agrees.
-    data = data_of(size_hint)
-    digest = hashlib.sha256(data).hexdigest()
-    w = backend.open_write(str(tmp_path / "f"), size=size_hint, token="t", readback="sha256")
-    assert w.expect(data, digest)
-    w.write(data)
-    if damage == "flipped byte":
-        os.pwrite(w.fd, bytes([data[size_hint // 2] ^ 1]), size_hint // 2)
-    elif damage == "appended":
-        os.pwrite(w.fd, b"x", size_hint)
+    # A caller that hashes exactly what it writes has each write read back and compared instead
+    # of the file hashed a second time: its digest comes back only if the disk holds those bytes.
+    from ferry.backends import local
+
+    data = data_of(size)
+    hasher = hashlib.sha256()
+    w = backend.open_write(str(tmp_path / "f"), size=size, token="t", readback="sha256")
+    assert w.compare_writes(hasher)
+    assert w._readback is None  # no read-back thread hashing alongside
+    if damage == "changed as written":
+        monkeypatch.setattr(local, "os", _OsWritingWrong())
+    for k in range(0, size, 1 << 20):
+        piece = data[k : k + (1 << 20)]
+        hasher.update(piece)
+        w.write(piece)
+    monkeypatch.undo()
+    if damage == "appended":
+        os.pwrite(w.fd, b"x", size)
     elif damage == "truncated":
-        os.ftruncate(w.fd, size_hint - 1)
+        os.ftruncate(w.fd, size - 1)
     got = w.finish()
-    assert (got == digest) == (damage == "none")
+    assert (got == hashlib.sha256(data).hexdigest()) == (damage == "none"), got
     w.abort()
+
+
+def test_compared_writes_are_refused_once_writing_began(backend: LocalBackend, tmp_path: Path) -> None:
+    data = data_of(1000)
+    w = backend.open_write(str(tmp_path / "f"), size=1000, token="t", readback="sha256")
+    w.write(data[:10])
+    assert not w.compare_writes(hashlib.sha256())  # too late: the read-back keeps hashing
+    w.write(data[10:])
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.abort()
+    plain = backend.open_write(str(tmp_path / "g"), size=1000, token="u")
+    assert not plain.compare_writes(hashlib.sha256())  # nothing is read back: nothing to compare
+    plain.abort()
 
 
 def test_readback_thread_ends_when_the_file_is_shorter_than_written(tmp_path: Path) -> None:
@@ -369,19 +403,6 @@ def test_readback_thread_ends_when_the_file_is_shorter_than_written(tmp_path: Pa
         assert rb.result() == hashlib.sha256(data).hexdigest()
     finally:
         os.close(fd)
-
-
-def test_expected_bytes_are_refused_once_writing_began(backend: LocalBackend, tmp_path: Path) -> None:
-    data = data_of(1000)
-    w = backend.open_write(str(tmp_path / "f"), size=1000, token="t", readback="sha256")
-    w.write(data[:10])
-    assert not w.expect(data, "0" * 64)  # too late: the read-back keeps hashing
-    w.write(data[10:])
-    assert w.finish() == hashlib.sha256(data).hexdigest()
-    w.abort()
-    plain = backend.open_write(str(tmp_path / "g"), size=1000, token="u")
-    assert not plain.expect(data, "0" * 64)  # nothing is read back: nothing to compare
-    plain.abort()
 
 
 def test_readback_thread_after_resume_covers_the_whole_file(backend: LocalBackend, tmp_path: Path) -> None:

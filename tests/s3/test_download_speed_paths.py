@@ -115,6 +115,87 @@ def test_the_copy_hands_its_hasher_to_the_reader_and_verifies_as_before(
     assert outcome.verified.startswith("sha256 match")  # the stream hash against the read-back of the file
 
 
+def test_the_readers_buffers_are_lent_in_order_and_are_the_bytes_it_hashed(
+    server: S3Server, backend: S3Backend
+) -> None:
+    data = os.urandom(7 * RANGE + 321)
+    server.client().put_object(Bucket=backend.bucket, Key="lent.bin", Body=data)
+    assert backend.stat("lent.bin").size == len(data)
+    hasher = hashlib.sha256()
+    with backend.open_read("lent.bin") as f:
+        assert isinstance(f, RangedReader) and f.feed_hasher(hasher)
+        got = bytearray()
+        while view := f.next_view():
+            got += view
+        made = f._made
+    assert bytes(got) == data and hasher.hexdigest() == hashlib.sha256(data).hexdigest()
+    assert made <= backend.settings.part_concurrency + 1
+
+
+@pytest.mark.parametrize("limited", [False, True], ids=["unlimited", "bandwidth limit"])
+def test_the_copy_writes_the_lent_buffers_and_compares_what_landed(
+    server: S3Server, backend: S3Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limited: bool
+) -> None:
+    # The reader hashed its buffers and the copy writes those very buffers: the local read-back
+    # compares each write instead of hashing the file again. Under a bandwidth limit the copy
+    # reads into its own buffer (a copy of what was hashed): there the read-back hashes.
+    from ferry.backends import local as local_mod
+    from ferry.transfers.bandwidth import TokenBucket
+
+    data = os.urandom(9 * RANGE + 5)
+    server.client().put_object(Bucket=backend.bucket, Key="lend/big.bin", Body=data)
+    assert backend.stat("lend/big.bin").size == len(data)  # as the copy's planner does
+    lent: list[int] = []
+    compared: list[bool] = []
+    real_view, real_compare = RangedReader.next_view, local_mod.LocalWriter.compare_writes
+
+    def view_spy(self: RangedReader) -> memoryview:
+        lent.append(len(v := real_view(self)))
+        return v
+
+    def compare_spy(self: Any, hasher: Any) -> bool:
+        compared.append(real_compare(self, hasher))
+        return compared[-1]
+
+    monkeypatch.setattr(RangedReader, "next_view", view_spy)
+    monkeypatch.setattr(local_mod.LocalWriter, "compare_writes", compare_spy)
+    local = LocalBackend(Address("file", "/"))
+    limiters = Limiters(TokenBucket(1 << 40)) if limited else Limiters()
+    ctx = CopyContext(backend, local, JobOptions(on_conflict="overwrite"), Accounting(), limiters)
+    dst = str(tmp_path / "big.bin")
+    outcome = run_task(_task("lend/big.bin", dst, len(data)), ctx, CancelToken())
+    assert Path(dst).read_bytes() == data
+    assert outcome.hash == hashlib.sha256(data).hexdigest() and outcome.verified.startswith("sha256 match")
+    if limited:
+        assert lent == [] and compared == []
+    else:
+        assert sum(lent) == len(data) and compared == [True]
+
+
+def test_a_medium_object_is_hashed_once_and_compared_as_it_lands(
+    server: S3Server, backend: S3Backend, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ferry.backends import local as local_mod
+
+    data = os.urandom(s3mod.STAT_GET + RANGE - 10)  # its first bytes with the stat, the rest in one GET
+    server.client().put_object(Bucket=backend.bucket, Key="medium.bin", Body=data)
+    compared: list[bool] = []
+    real_compare = local_mod.LocalWriter.compare_writes
+
+    def compare_spy(self: Any, hasher: Any) -> bool:
+        compared.append(real_compare(self, hasher))
+        return compared[-1]
+
+    monkeypatch.setattr(local_mod.LocalWriter, "compare_writes", compare_spy)
+    ctx = CopyContext(
+        backend, LocalBackend(Address("file", "/")), JobOptions(on_conflict="overwrite"), Accounting(), Limiters()
+    )
+    dst = str(tmp_path / "medium.bin")
+    outcome = run_task(_task("medium.bin", dst, len(data)), ctx, CancelToken())
+    assert Path(dst).read_bytes() == data and compared == [True]
+    assert outcome.hash == hashlib.sha256(data).hexdigest() and outcome.verified.startswith("sha256 match")
+
+
 def test_an_object_replaced_during_the_download_is_refused(server: S3Server, backend: S3Backend) -> None:
     c = server.client()
     old, new = os.urandom(10 * RANGE), os.urandom(10 * RANGE)

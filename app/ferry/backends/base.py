@@ -24,6 +24,7 @@ from typing import BinaryIO, ClassVar, Protocol
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Unsupported
+from ferry.core.hashing import Hasher
 
 
 class Kind(StrEnum):
@@ -99,11 +100,12 @@ class Writer(ABC):
         """Resuming: the source's bytes for the ``offset`` already written, re-read by the copy, so a
         writer that verifies what it holds (S3 part MD5s, a read-back hash) can include them."""
 
-    def expect(self, data: bytes | bytearray, digest: str, size: int | None = None) -> bool:
-        """Before anything is written: the file's whole content, ``data[:size]`` (the caller
-        holds it), and its digest. A writer that reads back may then compare what the file holds
-        with those bytes rather than hash it a second time; :meth:`finish` returns ``digest``
-        only if every byte matched. False where not taken: :meth:`finish` hashes as usual."""
+    def compare_writes(self, hasher: Hasher) -> bool:
+        """Before anything is written: the caller hashes into ``hasher`` exactly the buffers it
+        passes to :meth:`write`, before writing each. A writer that reads back may then compare
+        each write with what the file holds instead of hashing the file a second time, and
+        :meth:`finish` returns ``hasher``'s digest only if every byte matched and the file holds
+        nothing more. False where not taken: :meth:`finish` reads back and hashes as usual."""
         return False
 
     def finish(self) -> str | None:

@@ -28,6 +28,7 @@ from ferry.core.hashing import HASH_ALGORITHMS, Hasher, new_hasher
 
 _READBACK_THREAD_MIN = 8 << 20  # below this, read back in the caller: a thread costs more than it saves
 _CHUNK = 4 << 20
+_CHECK_BUFFER = 1 << 20  # the copy writes at most this much at once (copy.CHUNK)
 
 
 def _map_error(exc: OSError, path: str) -> FerryError:
@@ -137,29 +138,39 @@ def rename_no_replace(src: str, dst: str) -> None:
     os.unlink(src)
 
 
-class _Comparison:
-    """Stands in for the read-back's hasher when the caller holds the file's bytes: what is read
-    back is compared with them (a memcmp, ~20x cheaper than SHA-256), and the digest the caller
-    computed of them is the result only if every byte, and the length, matched. A 1 MiB download
-    that arrives whole was hashed twice, once as it arrived and once read back."""
+_scratch = threading.local()  # per worker thread: one buffer that write checks read back into
 
-    def __init__(self, expected: bytes | bytearray, size: int, digest: str) -> None:
-        self._expected = expected
-        self._size = size
-        self._digest = digest
-        self._pos = 0
-        self._same = True
 
-    def update(self, data: bytes | bytearray | memoryview, /) -> None:
-        lo, hi = self._pos, self._pos + len(data)
-        # startswith at an offset is a memcmp without a copy (comparing memoryviews goes item by item).
-        self._same = self._same and hi <= self._size and self._expected.startswith(data, lo)
-        self._pos = hi
+class _WriteCheck:
+    """The read-back when the caller hashes exactly the buffers it writes: each write is read back
+    as soon as it is written and compared with those bytes (``preadv`` into a reused buffer and a
+    memcmp, ~0.2 ms per MiB against SHA-256's ~0.75), so a download is hashed once, not twice. The
+    result is the caller's digest only if every byte read back matched and the file holds nothing
+    beyond what was written; otherwise a value no digest equals."""
 
-    def hexdigest(self) -> str:
-        if self._same and self._pos == self._size:
-            return self._digest
-        return "differs from the bytes written"
+    def __init__(self, fd: int, hasher: Hasher) -> None:
+        self.fd = fd
+        self.hasher = hasher
+        self.same = True
+
+    def check(self, start: int, data: memoryview) -> None:
+        buf: bytearray | None = getattr(_scratch, "buf", None)
+        if buf is None:
+            buf = _scratch.buf = bytearray(_CHECK_BUFFER)
+        view = memoryview(buf)
+        done = 0
+        while done < len(data) and self.same:
+            k = min(len(buf), len(data) - done)
+            got = os.preadv(self.fd, [view[:k]], start + done)
+            # startswith compares the first len(piece) bytes in place: a memcmp, where comparing
+            # two memoryviews goes item by item.
+            self.same = got == k and buf.startswith(data[done : done + k])
+            done += k
+
+    def result(self, written: int) -> str:
+        if self.same and os.fstat(self.fd).st_size == written:
+            return self.hasher.hexdigest()
+        return "differs from what was written"
 
 
 class _ReadBack:
@@ -258,6 +269,7 @@ class LocalWriter(Writer):
         except OSError as exc:
             raise _map_error(exc, final_path) from exc
         self.written = self.offset
+        self._check: _WriteCheck | None = None
         self._readback: _ReadBack | None = None
         if readback:
             threaded = size is None or size >= _READBACK_THREAD_MIN
@@ -265,12 +277,15 @@ class LocalWriter(Writer):
             self._readback.advance(self.offset)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        view = memoryview(data)
+        whole = view = memoryview(data)
+        start = self.written
         try:
             while view:
                 n = os.write(self.fd, view)
                 view = view[n:]
                 self.written += n
+            if self._check is not None:
+                self._check.check(start, whole)
         except OSError as exc:
             raise _map_error(exc, self.final_path) from exc
         if self._readback is not None:
@@ -287,21 +302,27 @@ class LocalWriter(Writer):
                 return len(data)
             raise _map_error(exc, self.final_path) from exc
         self.written += n
+        if self._check is not None:
+            self._check.same = False  # bytes the kernel copied were never in hand to compare with
         if self._readback is not None:
             self._readback.advance(self.written)
         return n
 
-    def expect(self, data: bytes | bytearray, digest: str, size: int | None = None) -> bool:
+    def compare_writes(self, hasher: Hasher) -> bool:
         rb = self._readback
-        if rb is None or self.offset or self.written or rb.pos or not isinstance(data, bytes | bytearray):
-            return False  # nothing read back, or already under way: the hash stands
-        rb.hasher = _Comparison(data, len(data) if size is None else min(size, len(data)), digest)
+        if rb is None or self.offset or self.written or rb.pos:
+            return False  # nothing read back, or already under way: the read-back hash stands
+        rb.close()
+        self._readback = None
+        self._check = _WriteCheck(self.fd, hasher)
         return True
 
     def finish(self) -> str | None:
-        if self._readback is None:
-            return None
         try:
+            if self._check is not None:
+                return self._check.result(self.written)
+            if self._readback is None:
+                return None
             return self._readback.result()
         except OSError as exc:
             raise _map_error(exc, self.final_path) from exc

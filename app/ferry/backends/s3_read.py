@@ -147,6 +147,30 @@ class RangedReader(io.RawIOBase):
         self._current = self._current[n:]
         return n
 
+    def next_view(self) -> memoryview:
+        """The next bytes as a view of this reader's own buffer, without copying them: valid
+        until the next call (which recycles the buffer), empty at the end. With a hasher fed,
+        they are the very bytes it hashed, so a writer may compare what lands with them."""
+        if not self._started:
+            self._start()
+        if self._head:
+            view, self._head = self._head, memoryview(b"")
+            return view
+        if self._current:  # left by a readinto
+            view, self._current = self._current, memoryview(b"")
+            return view
+        if self._current_buf is not None:
+            self._free.append(self._current_buf)  # the caller is done with it: reuse it
+            self._current_buf = None
+            self._fill()
+        if not self._queue:
+            return memoryview(b"")
+        future, data = self._queue.popleft()
+        n = future.result()
+        self._current_buf = data
+        self._fill()
+        return memoryview(data)[:n]
+
     def close(self) -> None:
         self._stop = self._closed = True  # ranges still running neither hash nor start more
         for future, _ in self._queue:

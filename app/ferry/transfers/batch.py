@@ -271,6 +271,7 @@ def _write_local(
     opts = ctx.options
     readback = algo if algo and ctx.dst.capabilities.readback else None
     src_hash = None
+    hasher = None
     if algo is not None:
         hasher = new_hasher(algo)
         hasher.update(data)
@@ -283,8 +284,8 @@ def _write_local(
         return None
     try:
         with writer:
-            if src_hash is not None:
-                writer.expect(data, src_hash)  # the read-back compares with ``data``, not hashes again
+            if hasher is not None:
+                writer.compare_writes(hasher)  # the read-back compares with ``data``, not hashes again
             writer.write(data)
             dst_hash = writer.finish()
             if algo is not None and dst_hash is not None and dst_hash != src_hash:

@@ -344,7 +344,25 @@ def _transfer(
                     # parallel ranges) takes the hasher: hashing then overlaps this loop's writes.
                     feed = getattr(f, "feed_hasher", None)
                     loop_hasher = None if hasher is not None and feed is not None and feed(hasher) else hasher
-                    while True:
+                    # Such a reader may also lend its own buffers: written as they are, not copied
+                    # into ours (the bandwidth limiter keeps the chunked loop, to pace evenly).
+                    views = getattr(f, "next_view", None) if loop_hasher is None and not limiters else None
+                    if hasher is not None and not start and (loop_hasher is not None or views is not None):
+                        # What is written is exactly what was hashed (here, or by the reader into
+                        # the buffers it lends): a writer that reads back may compare each write
+                        # with what landed instead of hashing the file a second time.
+                        writer.compare_writes(hasher)
+                    while views is not None:
+                        cancel.check()
+                        lent = views()
+                        if not lent:
+                            break
+                        for lo in range(0, len(lent), chunk):
+                            piece = lent[lo : lo + chunk]
+                            write(piece)
+                            copied += len(piece)
+                            on_bytes(len(piece))
+                    while views is None:
                         cancel.check()
                         n = readinto(view)
                         if not n:
@@ -352,10 +370,6 @@ def _transfer(
                         chunk_view = view[:n]
                         if loop_hasher is not None:
                             loop_hasher.update(chunk_view)
-                            if n == size and not copied:
-                                # The whole file in one chunk (files up to CHUNK): a writer that
-                                # reads back compares what landed with it, not hashes it again.
-                                writer.expect(buf, loop_hasher.hexdigest(), n)
                         if limiters:
                             limiters.consume(n, cancel)
                         write(chunk_view)
