@@ -294,3 +294,23 @@ class Recorder:
             if j == job_id and s == state and t >= after:
                 return t
         return None
+
+
+class OsWritingWrong:
+    """``os`` as the local backend sees it (``monkeypatch.setattr(local, "os", ...)``), but the
+    first ``write`` lands one byte changed on disk while the caller's buffer stays as it was: a
+    layer below that does not store what it was given."""
+
+    def __init__(self) -> None:
+        self.damaged: list[int] = []  # the descriptor written wrong
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
+        if self.damaged:
+            return os.write(fd, data)
+        self.damaged.append(fd)
+        wrong = bytearray(data)
+        wrong[len(wrong) // 2] ^= 1
+        return os.write(fd, wrong)

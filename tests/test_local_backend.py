@@ -23,6 +23,7 @@ from ferry.backends.base import Entry, Kind
 from ferry.backends.local import LocalBackend, LocalWriter, rename_no_replace
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Action, AlreadyExists, Cancelled, PermissionDenied, from_oserror
+from helpers import OsWritingWrong
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="symlinks, fifos and permission bits are POSIX")
 
@@ -322,25 +323,6 @@ def test_readback_reads_the_disk_not_the_caller_bytes(backend: LocalBackend, tmp
     w.abort()
 
 
-class _OsWritingWrong:
-    """``os`` as the local backend sees it, but the first ``write`` lands one byte changed on
-    disk (the caller's buffer untouched): a layer below that does not store what it was given."""
-
-    def __init__(self) -> None:
-        self.damaged = 0
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(os, name)
-
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
-        if self.damaged:
-            return os.write(fd, data)
-        self.damaged += 1
-        wrong = bytearray(data)
-        wrong[len(wrong) // 2] ^= 1
-        return os.write(fd, wrong)
-
-
 @pytest.mark.parametrize("size", [NINE_MIB, 1000])
 @pytest.mark.parametrize("damage", ["none", "changed as written", "appended", "truncated"])
 def test_compared_writes_give_the_stream_digest_only_for_what_landed(
@@ -356,7 +338,7 @@ def test_compared_writes_give_the_stream_digest_only_for_what_landed(
     assert w.compare_writes(hasher)
     assert w._readback is None  # no read-back thread hashing alongside
     if damage == "changed as written":
-        monkeypatch.setattr(local, "os", _OsWritingWrong())
+        monkeypatch.setattr(local, "os", OsWritingWrong())
     for k in range(0, size, 1 << 20):
         piece = data[k : k + (1 << 20)]
         hasher.update(piece)

@@ -17,7 +17,7 @@ import pytest
 from ferry.backends import local
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store
-from helpers import mem_job
+from helpers import OsWritingWrong, mem_job
 
 
 def _run(store: Store, job: int) -> None:
@@ -55,25 +55,6 @@ def test_every_file_is_hashed_once_and_compared(tmp_path: Path, store: Store, ta
     assert taken == [True, True, True]
 
 
-class _OsWritingWrong:
-    """``os`` as the local backend sees it, but the first write of a non-empty buffer lands one
-    byte changed on disk: a layer below that does not store what it was given."""
-
-    def __init__(self) -> None:
-        self.damaged: list[int] = []
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(os, name)
-
-    def write(self, fd: int, data: bytes | bytearray | memoryview) -> int:
-        if self.damaged:
-            return os.write(fd, data)
-        self.damaged.append(fd)
-        wrong = bytearray(data)
-        wrong[len(wrong) // 2] ^= 1
-        return os.write(fd, wrong)
-
-
 @pytest.mark.parametrize("size", [200_000, (2 << 20) + 5], ids=["one chunk", "three chunks"])
 def test_a_file_that_lands_wrong_is_caught_and_copied_again(
     tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch, taken: list[bool], size: int
@@ -82,7 +63,7 @@ def test_a_file_that_lands_wrong_is_caught_and_copied_again(
     # the attempt, as for a bit flipped in transit) lands the right bytes.
     data = os.urandom(size)
     (tmp_path / "f.bin").write_bytes(data)
-    wrong = _OsWritingWrong()
+    wrong = OsWritingWrong()
     monkeypatch.setattr(local, "os", wrong)
     job = mem_job(store, [str(tmp_path / "f.bin")], str(tmp_path / "out.bin"))
     _run(store, job)
