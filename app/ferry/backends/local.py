@@ -28,7 +28,7 @@ from ferry.core.hashing import HASH_ALGORITHMS, Hasher, new_hasher
 
 _READBACK_THREAD_MIN = 8 << 20  # below this, read back in the caller: a thread costs more than it saves
 _CHUNK = 4 << 20
-_CHECK_BUFFER = 1 << 20  # the copy writes at most this much at once (copy.CHUNK)
+_CHECK_BUFFER = 1 << 20  # a write is read back in pieces of this size (the copy's chunk, copy.CHUNK)
 
 
 def _map_error(exc: OSError, path: str) -> FerryError:

@@ -352,16 +352,8 @@ def _transfer(
                         # the buffers it lends): a writer that reads back may compare each write
                         # with what landed instead of hashing the file a second time.
                         writer.compare_writes(hasher)
-                    while views is not None:
-                        cancel.check()
-                        lent = views()
-                        if not lent:
-                            break
-                        for lo in range(0, len(lent), chunk):
-                            piece = lent[lo : lo + chunk]
-                            write(piece)
-                            copied += len(piece)
-                            on_bytes(len(piece))
+                    if views is not None:
+                        copied += _write_lent(views, write, chunk, cancel, on_bytes)
                     while views is None:
                         cancel.check()
                         n = readinto(view)
@@ -423,6 +415,28 @@ def _transfer(
                 f"{ctx.dst.display(dst)} has {landed.size if landed else 'no'} bytes after the copy, expected {size}"
             )
     return Outcome("done", verified, algo, src_hash)
+
+
+def _write_lent(
+    views: Callable[[], memoryview],
+    write: Callable[[memoryview], None],
+    chunk: int,
+    cancel: CancelToken,
+    on_bytes: Callable[[int], None],
+) -> int:
+    """Write what a reader lends (its own buffers, each valid until the next call), in pieces of
+    ``chunk`` so progress and the read-back move as they do for the copy's own buffer."""
+    total = 0
+    while True:
+        cancel.check()
+        lent = views()
+        if not lent:
+            return total
+        for lo in range(0, len(lent), chunk):
+            piece = lent[lo : lo + chunk]
+            write(piece)
+            total += len(piece)
+            on_bytes(len(piece))
 
 
 def _limited(on_bytes: Callable[[int], None], ctx: CopyContext, cancel: CancelToken) -> Callable[[int], None]:
