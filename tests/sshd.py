@@ -327,7 +327,9 @@ class SshServer:
             # A test may leave read-only folders; as non-root they would block the removal.
             for folder, dirs, _files in os.walk(self.dir):
                 for d in dirs:
-                    os.chmod(os.path.join(folder, d), 0o700)
+                    path = os.path.join(folder, d)
+                    if not os.path.islink(path):  # chmod follows links: never touch a link's target
+                        os.chmod(path, 0o700)
             shutil.rmtree(self.dir, ignore_errors=True)
 
     def __enter__(self) -> SshServer:
