@@ -6,6 +6,7 @@
 set -euo pipefail
 mode=${1:-test}
 need=()
+want=()
 have_pkg() { dpkg -s "$1" >/dev/null 2>&1; }
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 # Qt's xcb platform plug-in and fonts (without fonts every glyph is a box; see the stack notes).
@@ -22,6 +23,9 @@ if [ "$mode" = "test" ]; then
   # `sudo systemctl disable --now ssh` if unwanted.
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v sftp >/dev/null || need+=(openssh-client)
+  # The server-side BLAKE3 check for `--verify blake3` uploads (tests/sftp/test_cli_sftp.py):
+  # optional (installed below on its own, so a distribution without it fails nothing).
+  command -v b3sum >/dev/null || want+=(b3sum)
   # A real second factor behind sshd's PAM for the 2FA tests (TOTP codes computed by the test).
   have_pkg libpam-google-authenticator || need+=(libpam-google-authenticator)
   # A virtual screen for the screenshots and the bundle's window check.
@@ -30,16 +34,21 @@ if [ "$mode" = "test" ]; then
   command -v desktop-file-validate >/dev/null || need+=(desktop-file-utils)
   command -v appstreamcli >/dev/null || need+=(appstream)
 fi
-if [ ${#need[@]} -eq 0 ]; then
+if [ ${#need[@]} -eq 0 ] && [ ${#want[@]} -eq 0 ]; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null; then
-  echo "Ferry: please install these (Debian package names): ${need[*]}" >&2
+  echo "Ferry: please install these (Debian package names): ${need[*]}${want[*]:+ (optional: ${want[*]})}" >&2
   exit 0
 fi
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-echo "Installing system packages: ${need[*]}"
+echo "Installing system packages: ${need[*]}${want[*]:+ (optional: ${want[*]})}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+if [ ${#need[@]} -gt 0 ]; then
+  $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+if [ ${#want[@]} -gt 0 ]; then
+  $SUDO apt-get install -y -qq --no-install-recommends "${want[@]}" || echo "Ferry: optional packages not installed: ${want[*]}" >&2
+fi

@@ -67,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     if args.manifest and options.hash_algo:
         tc.write_manifest(store, job_id, args.manifest)
     code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED
+    size_only = store.size_only_count(job_id) if options.hash_algo else 0
     if args.json:
         output.emit(
             {
@@ -75,11 +76,12 @@ def run(args: argparse.Namespace) -> int:
                 "state": state,
                 "message": job.message,
                 "exit_code": code,
+                "size_only": size_only,
                 **tc.snapshot_dict(snap),
             }
         )
     else:
-        text = tc.summary_text(state, snap, options.verify)
+        text = tc.summary_text(state, snap, options.verify, size_only, job_id)
         if state == "done":
             sys.stderr.write(f"{text}\n")
         else:

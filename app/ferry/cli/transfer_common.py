@@ -457,7 +457,7 @@ def write_manifest(store: Store, job_id: int, target: str) -> int:
     return count
 
 
-def summary_text(job_state: str, s: Snapshot, verify: str) -> str:
+def summary_text(job_state: str, s: Snapshot, verify: str, size_only: int = 0, job_id: int | None = None) -> str:
     how = {
         "sha256": "sha256 checked",
         "blake3": "blake3 checked",
@@ -473,4 +473,8 @@ def summary_text(job_state: str, s: Snapshot, verify: str) -> str:
         + (f" ({format_rate(s.bytes_done / s.elapsed)})" if s.elapsed > 0 else "")
         + f"; {how.get(verify, verify)}"
     )
+    if size_only and verify not in ("size", "none"):
+        # The mode says what was asked; files the destination could not hash are told apart.
+        where = f"ferry queue show {job_id} --files" if job_id is not None else "ferry queue show JOB --files"
+        text += f", except {size_only:,} file(s) checked by size only ({where} says why)"
     return text

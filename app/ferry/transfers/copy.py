@@ -397,8 +397,8 @@ def _transfer(
             else:
                 verified = "size only" if opts.verify == "size" else "none"
             writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
-            note = getattr(writer, "verified_note", "")  # what the server itself confirmed at commit
-            if note and matched:
+            note = getattr(writer, "verified_note", "")  # what the server confirmed, or why it could not
+            if note and (matched or (algo is not None and dst_hash is None)):
                 verified += f" ({note})"
             if source.meta.get("name_note"):
                 verified += f"; {source.meta['name_note']}"

@@ -695,6 +695,17 @@ class Store:
             by_state=by_state,
         )
 
+    def size_only_count(self, job_id: int) -> int:
+        """Files of a checksum-verified job that could only be checked by size (a host with no
+        tool for the checksum, an sftp-only account): the summary must not call them checked."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT COUNT(*) FROM tasks WHERE job_id = ? AND kind = 'file' AND state = 'done' "
+                "AND verified LIKE 'size only%'",
+                (job_id,),
+            ).fetchone()
+        return int(row[0])
+
     def task(self, task_id: int) -> Task | None:
         with self._lock:
             row = self._db.execute(f"SELECT {_TASK_COLS} FROM tasks WHERE id = ?", (task_id,)).fetchone()
