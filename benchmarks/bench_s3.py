@@ -103,6 +103,12 @@ class Bench:
         self.cpu: dict[str, list[tuple[float, float]]] = {}  # tool -> (tool CPU s, server CPU s) per run
         # s5cmd reads no AWS_ENDPOINT_URL; it needs the flag.
         self.s5cmd = [str(BIN / "s5cmd"), "--endpoint-url", server.endpoint]
+        # Ferry runs with its default --parallel (4), as a user's `ferry cp -r` does, and as every
+        # peer runs with its own defaults. The flag used to be forced to 16; measured 2026-11-26,
+        # 16 cost Ferry a third more CPU on downloads (1,000 x 1 MiB: 4.62 s against 3.30 s with
+        # 4; one 2 GiB object 4.13 s against 3.55 s) and won nothing anywhere else: on 2 cores,
+        # more threads than that only hand the GIL and the caches back and forth.
+        self.ferry_parallel: list[str] = []
 
     def server_cpu(self) -> float:
         """CPU seconds the rclone server has used so far (user + system), from /proc."""
@@ -139,7 +145,7 @@ class Bench:
         dst = f"s3://{self.bucket}/{prefix}/"
         try:
             if tool in ("ferry", "ferry-base"):
-                args = ["cp", "--verify", verify, "--on-conflict", "overwrite", "--parallel", "16"]
+                args = ["cp", "--verify", verify, "--on-conflict", "overwrite", *self.ferry_parallel]
                 cmd = [str(BIN / "ferry"), *args, *(["-r"] if not single else []), str(src), dst]
                 return self.run(cmd, env=self.base_env if tool == "ferry-base" else None)
             if tool == "s5cmd":
@@ -171,7 +177,7 @@ class Bench:
         src = f"s3://{self.bucket}/{prefix}/" + (name or "")
         try:
             if tool in ("ferry", "ferry-base"):
-                args = ["cp", "--on-conflict", "overwrite", "--parallel", "16"]
+                args = ["cp", "--on-conflict", "overwrite", *self.ferry_parallel]
                 env = self.base_env if tool == "ferry-base" else None
                 if name:
                     return self.run([str(BIN / "ferry"), *args, src, str(out / name)], env=env)
@@ -262,10 +268,13 @@ def main() -> int:
         help="another checkout's app/ folder: its Ferry runs too, interleaved, as 'ferry-base' (before/after)",
     )
     ap.add_argument("--tools", default=None, help="comma-separated subset of tools to run (default: all)")
+    ap.add_argument("--ferry-parallel", default=None, metavar="N", help="Ferry's --parallel (default: Ferry's own)")
     args = ap.parse_args()
     work = Path(args.dir or tempfile.mkdtemp(prefix="ferry-bench-s3-"))
     server = S3Server("rclone", cache_dirs=True).start()
     bench = Bench(server, work, args.runs)
+    if args.ferry_parallel:
+        bench.ferry_parallel = ["--parallel", args.ferry_parallel]
     if args.baseline:
         bench.base_env = {**bench.env, "PYTHONPATH": str(Path(args.baseline).resolve())}
     base = ["ferry-base"] if args.baseline else []
@@ -279,7 +288,10 @@ def main() -> int:
     big = (256 if args.quick else 2048) * MiB
     mid_n = 200 if args.quick else 1000
     small_n = 1000 if args.quick else 10_000
-    print(f"# Ferry S3 benchmark against rclone serve s3 on loopback ({os.cpu_count()} cores, runs={args.runs})")
+    print(
+        f"# Ferry S3 benchmark against rclone serve s3 on loopback ({os.cpu_count()} cores, runs={args.runs}, "
+        f"ferry --parallel {args.ferry_parallel or 'default'})"
+    )
     try:
         if "big" in args.cases or "verify" in args.cases:
             make_big(work / "big" / "big.bin", big)
