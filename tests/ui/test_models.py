@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, Qt
 
 from ferry.backends.base import Entry, Kind
 from ferry.core.address import Address
+from ferry.transfers.options import JobOptions
+from ferry.transfers.store import NewTask, Store, TaskResult
 from ferry.ui.listing_model import KIND, MODIFIED, NAME, SIZE, EntryRole, ListingModel, display_name
-from ferry.ui.queue_model import FILES, STATE, QueueModel, fix_for
-from ferry.ui.queue_service import FileRow, JobRow, QueueSnapshot
+from ferry.ui.queue_model import FILES, STATE, VERIFY, QueueModel, fix_for
+from ferry.ui.queue_service import FileRow, JobRow, QueuePoller, QueueSnapshot
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -146,3 +150,33 @@ def test_queue_filters_and_failure_fixes() -> None:
     assert fix_for("No space left on device")[1] == "Free space, then retry"  # type: ignore[index]
     assert fix_for(None) is None
     assert not m.index(9, 0).isValid() and m.parent(QModelIndex()) == QModelIndex()
+
+
+def test_a_finished_job_says_how_many_files_were_only_size_checked(tmp_path: Path) -> None:
+    """The Verify column names the mode asked for, and, once the job is over, how many files the
+    destination could check by size only (an SSH host without b3sum for a BLAKE3 job)."""
+    store = Store(tmp_path / "queue.db")
+    try:
+        job_id = store.create_job(["/src"], "/dst", JobOptions(verify="blake3"), [("/src", "/dst", "src")])
+        store.add_tasks(job_id, [NewTask("file", f"/src/{n}", f"/dst/{n}", n, 10, None) for n in ("a", "b", "c")])
+        ids = [t.id for t in store.tasks(job_id)]
+        poller = QueuePoller(None, lambda fn: None, lambda snap: None)
+        store.finish_tasks([TaskResult(ids[0], "done", 1, "blake3", "ab", "blake3 match")])
+        running = poller.read(store).jobs[0]
+        assert running.size_only == 0  # not counted while the job runs
+        store.finish_tasks(
+            [
+                TaskResult(ids[1], "done", 1, "blake3", "cd", "size only (the server has no b3sum to check blake3)"),
+                TaskResult(ids[2], "done", 1, "blake3", "ef", "size only (the server has no b3sum to check blake3)"),
+            ]
+        )
+        store.set_job_state(job_id, "done")
+        row = poller.read(store).jobs[0]
+        assert row.size_only == 2
+    finally:
+        store.close()
+    m = QueueModel()
+    m.apply(QueueSnapshot([row]))
+    assert m.data(m.index(0, VERIFY)) == "blake3 checked, 2 by size only"
+    m.apply(QueueSnapshot([replace(row, size_only=0)]))
+    assert m.data(m.index(0, VERIFY)) == "blake3 checked"

@@ -245,7 +245,10 @@ class QueueModel(QAbstractItemModel):
             if col == ETA:
                 return format_duration(j.eta) if j.eta is not None else ""
             if col == VERIFY:
-                return _VERIFIED.get(j.verify, j.verify)
+                text = _VERIFIED.get(j.verify, j.verify)
+                if j.size_only:  # the mode says what was asked; these files got less (each row says why)
+                    text += f", {j.size_only:,} by size only"
+                return text
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == STATE and j.message:
                 return gui_message(j.id, j.message)

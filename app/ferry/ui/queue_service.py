@@ -176,6 +176,7 @@ class JobRow:
     finished: float | None
     speed: float = 0.0  # bytes/s, from the change since the last read
     watch: WatchCounters | None = None  # a folder watch's counters (saved by the watcher every second)
+    size_only: int = 0  # finished checksum jobs: files the destination could only check by size
 
     @property
     def fraction(self) -> float:
@@ -306,6 +307,9 @@ class QueuePoller:
                 finished=job.finished,
                 speed=speed,
                 watch=read_counters(store, job.id),
+                # Counted once, when the job has finished (finished rows are cached): a query
+                # over every task per poll would cost a big running job more than it tells.
+                size_only=store.size_only_count(job.id) if job.state in JOB_FINISHED and job.options.hash_algo else 0,
             )
             self._cache[job.id] = (job.state, row)
             rows.append(row)
