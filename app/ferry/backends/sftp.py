@@ -1564,7 +1564,7 @@ class SFTPWriter(Writer):
             log.info("the remote hash that followed %s gave no answer; hashing it again", self.temp_path)
         if self._readback is None:
             return None
-        if self._readback not in self.backend._host.hash_tools:
+        if self._readback not in self.backend.capabilities.hashes:  # (detects the host's tools once)
             # The host hashes other algorithms but has no tool for this one (most clusters have
             # no b3sum): the file is good as far as its size goes, and the record says exactly
             # that. Failing it after the whole upload would throw the transfer away.
