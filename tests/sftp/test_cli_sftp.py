@@ -229,11 +229,10 @@ def test_blake3_is_checked_by_the_servers_b3sum(sshd: SshServer, tmp_path: Path)
     assert "blake3 checked" in res.stderr and "size only" not in res.stderr
 
 
-def test_blake3_where_the_server_has_no_b3sum(sshd_factory: Any, tmp_path: Path) -> None:
+def test_blake3_where_the_server_has_no_b3sum(sshd: SshServer, sshd_factory: Any, tmp_path: Path) -> None:
     """Most clusters have no ``b3sum``. A file too big to read back is then checked by its size,
     not failed after the whole upload; its record says why, and so does the summary."""
-    probe = sshd_factory()
-    tools = probe.mkdir("bin-")  # every command of /usr/bin except b3sum, for the server's PATH
+    tools = sshd.mkdir("bin-")  # every command of /usr/bin except b3sum, for the next server's PATH
     for exe in Path("/usr/bin").iterdir():
         if exe.name != "b3sum" and exe.resolve().is_file():  # not /usr/bin/X11 -> . (a folder)
             (tools / exe.name).symlink_to(exe)
