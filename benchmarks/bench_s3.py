@@ -106,8 +106,7 @@ class Bench:
         # Ferry runs with its default --parallel (4), as a user's `ferry cp -r` does, and as every
         # peer runs with its own defaults. The flag used to be forced to 16; measured 2026-11-26,
         # 16 cost Ferry a third more CPU on downloads (1,000 x 1 MiB: 4.62 s against 3.30 s with
-        # 4; one 2 GiB object 4.13 s against 3.55 s) and won nothing anywhere else: on 2 cores,
-        # more threads than that only hand the GIL and the caches back and forth.
+        # 4) and won nothing anywhere else on 2 cores.
         self.ferry_parallel: list[str] = []
 
     def server_cpu(self) -> float:
