@@ -473,8 +473,7 @@ def summary_text(job_state: str, s: Snapshot, verify: str, size_only: int = 0, j
         + (f" ({format_rate(s.bytes_done / s.elapsed)})" if s.elapsed > 0 else "")
         + f"; {how.get(verify, verify)}"
     )
-    if size_only and verify not in ("size", "none"):
+    if size_only and job_id is not None and verify not in ("size", "none"):
         # The mode says what was asked; files the destination could not hash are told apart.
-        where = f"ferry queue show {job_id} --files" if job_id is not None else "ferry queue show JOB --files"
-        text += f", except {size_only:,} file(s) checked by size only ({where} says why)"
+        text += f", except {size_only:,} file(s) checked by size only (ferry queue show {job_id} --files says why)"
     return text
