@@ -12,5 +12,7 @@ echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== lint-imports (layers, docs/architecture.md)"
+.venv/bin/lint-imports --no-cache
 echo "== pytest"
 exec .venv/bin/python -m pytest "$@"
