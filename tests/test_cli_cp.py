@@ -111,15 +111,15 @@ def test_folder_without_r_is_refused_and_nothing_created(ferry: Ferry, tmp_path:
 
 
 @pytest.mark.parametrize(
-    ("verify", "parallel", "verified"),
+    ("verify", "parallel", "level"),
     [
-        ("sha256", "1", "sha256 match"),
-        ("blake3", "8", "blake3 match"),
-        ("size", "3", "size only"),
+        ("sha256", "1", "checksum"),
+        ("blake3", "8", "checksum"),
+        ("size", "3", "size"),
         ("none", "2", "none"),
     ],
 )
-def test_verify_modes_and_parallel(ferry: Ferry, tmp_path: Path, verify: str, parallel: str, verified: str) -> None:
+def test_verify_modes_and_parallel(ferry: Ferry, tmp_path: Path, verify: str, parallel: str, level: str) -> None:
     src = tmp_path / "src"
     files = {f"f{i:02}/{i}.bin": os.urandom(1000 * i + 7) for i in range(20)}
     for rel, data in files.items():
@@ -131,7 +131,8 @@ def test_verify_modes_and_parallel(ferry: Ferry, tmp_path: Path, verify: str, pa
     fev = file_events(res.stdout)
     for rel, data in files.items():
         e = fev[f"src/{rel}"]
-        assert e["state"] == "done" and e["verified"] == verified, e
+        assert e["state"] == "done" and e["level"] == level, e
+        assert e["evidence"] == (["read-back"] if level == "checksum" else []), e
         if verify == "sha256":
             assert e["hash"] == sha256_bytes(data)
         elif verify == "blake3":

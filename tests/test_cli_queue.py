@@ -92,7 +92,7 @@ def test_show_list_and_json(ferry: Ferry, tmp_path: Path) -> None:
     res = ferry.ok("queue", "show", str(job_id))
     assert f"Job {job_id}: done" in res.stdout
     assert "verify blake3" in res.stdout and re.search(r"bwlimit 50(\.0)? MiB/s", res.stdout)
-    assert "3 blake3 match" in res.stdout
+    assert "3 copied: 3 blake3-checked" in res.stdout
     res = ferry.ok("queue", "show", str(job_id), "--json", "--files")
     d = json.loads(res.stdout)
     assert d["state"] == "done" and d["options"]["bwlimit"] == 50 << 20

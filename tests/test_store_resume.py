@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ferry.core.outcomes import Level, SkipReason
+
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import SCHEMA_VERSION, NewTask, Store, StoreError
 
@@ -47,13 +49,57 @@ def test_a_version_1_queue_is_migrated_in_place(tmp_path: Path) -> None:
     job = _job(store)
     store.close()
     db = sqlite3.connect(path)
-    db.executescript("DROP TABLE task_resume; DROP TABLE job_values; PRAGMA user_version = 1;")
+    db.executescript(
+        "DROP TABLE task_resume; DROP TABLE job_values; ALTER TABLE tasks DROP COLUMN verify_level; "
+        "ALTER TABLE tasks DROP COLUMN verify_evidence; ALTER TABLE tasks DROP COLUMN skip_reason; "
+        "ALTER TABLE jobs DROP COLUMN error_kind; ALTER TABLE jobs DROP COLUMN error_action; PRAGMA user_version = 1;"
+    )
     db.close()
     store = Store(path)
     assert store.job(job).dest == "/dst"  # the old job is still there
     store.set_job_value(job, "k", "v")
     assert store.job_value(job, "k") == "v"
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 2
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+
+
+def test_a_version_2_queue_gets_typed_outcomes_from_its_old_notes(tmp_path: Path) -> None:
+    """Rows written by an older Ferry carry only words; the migration gives each a level and a
+    skip reason once, so every later decision reads values."""
+    path = tmp_path / "q.db"
+    store = Store(path)
+    job = _job(store)
+    notes = {
+        "a": ("done", "sha256 match (server checked Content-MD5)", "ab12"),
+        "b": ("done", "size only (the server has no b3sum to check blake3)", None),
+        "c": ("done", "checksum verified by Globus", None),
+        "d": ("done", "none", None),
+        "e": ("skipped", "skipped: destination exists", None),
+    }
+    store.add_tasks(job, [NewTask("file", f"/src/{n}", f"/dst/{n}", n, 1, None) for n in notes])
+    store.close()
+    db = sqlite3.connect(path)
+    for n, (state, note, digest) in notes.items():
+        db.execute(
+            "UPDATE tasks SET state = ?, verified = ?, hash = ?, hash_algo = 'sha256' WHERE rel = ?",
+            (state, note, digest, n.encode()),
+        )
+    db.executescript(
+        "ALTER TABLE tasks DROP COLUMN verify_level; ALTER TABLE tasks DROP COLUMN verify_evidence; "
+        "ALTER TABLE tasks DROP COLUMN skip_reason; ALTER TABLE jobs DROP COLUMN error_kind; "
+        "ALTER TABLE jobs DROP COLUMN error_action; PRAGMA user_version = 2;"
+    )
+    db.commit()
+    db.close()
+    store = Store(path)
+    got = {t.rel: t for t in store.tasks(job)}
+    assert got["a"].level is Level.CHECKSUM and got["a"].evidence == ()  # no evidence was recorded then
+    assert got["b"].level is Level.SIZE
+    assert got["c"].level is Level.SERVICE
+    assert got["d"].level is Level.NONE
+    assert got["e"].skip_reason is SkipReason.POLICY and got["e"].level is None
+    counts = store.outcome_counts(job)
+    assert counts.copied == {Level.CHECKSUM: 1, Level.SIZE: 1, Level.SERVICE: 1, Level.NONE: 1}
+    assert counts.skipped == {SkipReason.POLICY: 1}
 
 
 def test_a_newer_queue_is_refused_not_damaged(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Unsupported
 from ferry.core.hashing import Hasher
+from ferry.core.outcomes import Evidence
 
 
 class Kind(StrEnum):
@@ -79,6 +80,40 @@ class Capabilities:
     mtime_precision: float = 1.0  # seconds
     case_insensitive: bool = False
     max_connections: int | None = None  # None: no limit of the backend's own
+    # The store keeps evidence about its objects' bytes (S3 ETags and checksums): the backend is a
+    # SourceEvidence, and a download is compared with that evidence, not only with its own stream.
+    source_evidence: bool = False
+
+
+@dataclass(frozen=True)
+class SourceCheck:
+    """The bytes read from a source compared with what the source's server holds about them.
+
+    ``evidence`` is None when the server keeps nothing comparable (``note`` says why); then a
+    download can be checked by size only, whatever the destination's check."""
+
+    evidence: Evidence | None
+    matched: bool
+    note: str = ""
+
+
+class EvidenceCheck(Protocol):
+    """Fed exactly the bytes of one object, in order from its first byte (like a hasher), then
+    asked for the result once."""
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> object: ...
+
+    def result(self) -> SourceCheck: ...
+
+
+class SourceEvidence(Protocol):
+    """Declared by backends with ``capabilities.source_evidence``."""
+
+    def evidence_for(self, entry: Entry) -> EvidenceCheck:
+        """A check of ``entry``'s bytes against the strongest evidence the store keeps: its own
+        additional checksum, a single-part ETag (MD5), the multipart ETag recomputed from the part
+        layout, or the SHA-256 Ferry stored with the object. May ask the server (a HEAD)."""
+        ...
 
 
 class Writer(ABC):
@@ -92,6 +127,12 @@ class Writer(ABC):
     final_path: str
     temp_path: str
     offset: int = 0
+    # What the hash returned by finish() (or the check made by commit()) rests on: a read-back
+    # here, the host's own hash tool, the store's ETag or checksum. Read after commit(); empty
+    # means the destination confirmed nothing, so the file is checked by size only.
+    evidence: tuple[Evidence, ...] = (Evidence.READBACK,)
+    # For people: what the server confirmed, or why it could not (never read by code).
+    verified_note: str = ""
 
     @abstractmethod
     def write(self, data: bytes | bytearray | memoryview) -> None: ...

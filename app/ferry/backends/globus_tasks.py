@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.backends.globus import GlobusBackend, _map_error
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Cancelled, FerryError, Transient, Unsupported
+from ferry.core.outcomes import NOT_VERIFIED, Evidence, Level, Verification
 from ferry.transfers.store import NewTask, TaskResult
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 VERIFIED_BY_GLOBUS = "checksum verified by Globus"
+_GLOBUS_CHECKED = Verification(Level.SERVICE, None, (Evidence.GLOBUS,), VERIFIED_BY_GLOBUS)
 TERMINAL = ("SUCCEEDED", "FAILED")
 KEY_SUBMISSION = "globus.submission_id"
 KEY_TASK = "globus.task_id"
@@ -303,7 +305,7 @@ class GlobusDelegation:
 
     def _record_transferred(self, run: DelegatedRun, task_id: str, *, verified: bool) -> None:
         """The task's successful transfers become done rows (checked by Globus when checksums were on)."""
-        how = VERIFIED_BY_GLOBUS if verified else "none"
+        how = _GLOBUS_CHECKED if verified else NOT_VERIFIED
         batch: list[NewTask] = []
         for item in self._successful(task_id):
             src, dst = str(item.get("source_path", "")), str(item.get("destination_path", ""))
@@ -329,7 +331,9 @@ class GlobusDelegation:
             if not marker:
                 return
 
-    def _mark(self, run: DelegatedRun, new: list[NewTask], state: str, verified: str | None, error: str | None) -> None:
+    def _mark(
+        self, run: DelegatedRun, new: list[NewTask], state: str, verified: Verification | None, error: str | None
+    ) -> None:
         """Insert rows (ignored where they exist) and finish the open ones among them."""
         if not new:
             return
@@ -338,14 +342,9 @@ class GlobusDelegation:
         wanted = {t.src for t in new}
         finished = [t for t in store.tasks(run.job.id, states=("queued", "running")) if t.src in wanted]
         results = [
-            TaskResult(
-                t.id,
-                state,
-                t.attempts + 1,
-                verified=verified if state == "done" else None,
-                error_kind=None if state == "done" else "error",
-                error=error,
-            )
+            TaskResult.done(t.id, t.attempts + 1, verified or NOT_VERIFIED)
+            if state == "done"
+            else TaskResult(t.id, state, t.attempts + 1, error_kind="error", error=error)
             for t in finished
         ]
         store.finish_tasks(results)
@@ -355,7 +354,7 @@ class GlobusDelegation:
     def _record_roots(self, run: DelegatedRun, state: str, error: str | None) -> None:
         """Each root (what the person asked to copy) ends done, failed or cancelled, and so does any
         row still open (put back by a retry but not in this task's list)."""
-        verified = VERIFIED_BY_GLOBUS if run.job.options.verify != "none" else "none"
+        verified = _GLOBUS_CHECKED if run.job.options.verify != "none" else NOT_VERIFIED
         rows: list[NewTask] = []
         for src_path, dst_path, rel in run.job.roots:
             try:

@@ -52,6 +52,7 @@ from ferry.core.errors import (
     UsageError,
     from_oserror,
 )
+from ferry.core.outcomes import Evidence
 from ferry.credentials import prompts
 from ferry.credentials.ssh_config import SshTarget, apply_site, resolve
 
@@ -1268,6 +1269,7 @@ class SFTPWriter(Writer):
     _follow: FollowingHash | None = None
     _sender: _Sender | None = None
     _ranges: ParallelRangeWriter | None = None
+    evidence = (Evidence.HOST_TOOL,)  # finish() returns the host's own sha256sum/b3sum of the file
 
     def __init__(
         self,

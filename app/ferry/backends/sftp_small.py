@@ -37,6 +37,7 @@ from ferry.backends.base import Entry, Kind, temp_name
 from ferry.backends.sftp import SFTPWriter, _b, _map_error
 from ferry.core.errors import Transient
 from ferry.core.hashing import new_hasher
+from ferry.core.outcomes import Evidence
 
 if TYPE_CHECKING:
     from ferry.backends.sftp import SFTPBackend
@@ -59,6 +60,8 @@ class SmallFileWriter(SFTPWriter):
     WRITE requests go out as the copy hands over bytes and their replies are read at
     :meth:`finish`/close, together with the read-back and CLOSE: one wait for all of them.
     """
+
+    evidence = (Evidence.READBACK,)  # what landed is read back over SFTP and hashed here
 
     def __init__(self, backend: SFTPBackend, final_path: str, token: str, readback: str | None) -> None:
         from paramiko.sftp import (

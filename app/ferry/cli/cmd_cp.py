@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ferry.core.outcomes import Level
 from ferry.core.units import format_size
 
 if TYPE_CHECKING:  # the engine is imported when a copy runs, not to build the parser
@@ -65,9 +66,12 @@ def run(args: argparse.Namespace) -> int:
     snap = runner.accounting.snapshot()
     job = store.job(job_id)
     if args.manifest and options.hash_algo:
-        tc.write_manifest(store, job_id, args.manifest)
+        tc.say_manifest(store, job_id, args.manifest, tc.write_manifest(store, job_id, args.manifest))
+    counts = store.outcome_counts(job_id)
     code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED
-    size_only = store.size_only_count(job_id) if options.hash_algo else 0
+    if code == EXIT_OK and tc.names_refused(counts):
+        code = EXIT_FAILED  # as aws, s5cmd and rclone: a file left out for its name is not success
+    size_only = counts.below(Level.CHECKSUM) if options.hash_algo else 0
     if args.json:
         output.emit(
             {
@@ -77,11 +81,12 @@ def run(args: argparse.Namespace) -> int:
                 "message": job.message,
                 "exit_code": code,
                 "size_only": size_only,
+                "outcomes": counts.to_json(),
                 **tc.snapshot_dict(snap),
             }
         )
     else:
-        text = tc.summary_text(state, snap, options.verify, size_only, job_id)
+        text = tc.summary_text(snap, counts, options.verify, job_id)
         if state == "done":
             sys.stderr.write(f"{text}\n")
         else:

@@ -13,6 +13,7 @@ from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ferry.core.address import parse_address
 from ferry.core.errors import FerryError, UsageError
+from ferry.core.outcomes import OutcomeCounts, describe_counts
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_size, parse_size
 from ferry.transfers.options import CONFLICT_POLICIES
@@ -205,8 +206,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     job = store.job(args.job)
     if args.manifest is not None:
         n = tc.write_manifest(store, job.id, args.manifest)
-        if args.manifest != "-":
-            sys.stderr.write(f"Wrote {n:,} entries to {args.manifest}\n")
+        tc.say_manifest(store, job.id, args.manifest, n)
         return EXIT_OK
     d = _job_dict(store, job)
     if args.json:
@@ -219,6 +219,10 @@ def cmd_show(args: argparse.Namespace) -> int:
                     "destination": t.dst,
                     "state": t.state,
                     "verified": t.verified,
+                    "level": t.level,
+                    "evidence": [e.value for e in t.evidence],
+                    "skip_reason": t.skip_reason,
+                    "error_kind": t.error_kind,
                     "hash_algo": t.hash_algo,
                     "hash": t.hash,
                     "attempts": t.attempts,
@@ -254,15 +258,14 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"  watch:    {w['state']}; seen {w['seen']:,}, shipped {w['shipped']:,}, verified {w['verified']:,}, "
             f"deleted {w['deleted']:,}, failed {w['failed']:,}"
         )
-    verified: dict[str, int] = {}
-    for t in store.tasks(job.id, states=("done",), kinds=("file",)):
-        verified[t.verified or "?"] = verified.get(t.verified or "?", 0) + 1
-    if verified:
-        print("  verified: " + ", ".join(f"{n:,} {how}" for how, n in sorted(verified.items())))
+    counts = store.outcome_counts(job.id)
+    if counts.total:
+        print("  outcome:  " + describe_counts(counts, opts.hash_algo))
     for shown, t in enumerate(store.tasks(job.id, states=None if args.files else ("failed",))):
         if args.files:
             note = f"  ({t.error})" if t.error else ""
-            print(f"  {t.state:9} {t.verified or '':22} {tc.escape_name(t.rel)}{note}")
+            how = t.level or t.skip_reason or t.error_kind or ""
+            print(f"  {t.state:9} {how:16} {tc.escape_name(t.rel)}  {t.verified or ''}{note}".rstrip())
             continue
         if shown == 0:
             print("  failures:")
@@ -434,6 +437,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
             why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(summary.stopped, "")
-            copied = tc.summary_text("", snap, "").rsplit(";", 1)[0]
-            sys.stderr.write(f"{copied}; {line}{why}\n")
+            total = OutcomeCounts()
+            for job_id in states:
+                total.add(store.outcome_counts(job_id))
+            sys.stderr.write(f"{describe_counts(total)}; {line}{why}\n")
     return code

@@ -19,6 +19,7 @@ from ferry.backends.registry import BackendPool
 from ferry.core.address import Address, parse_address
 from ferry.core.errors import AlreadyExists, UsageError
 from ferry.core.hashing import VERIFY_MODES
+from ferry.core.outcomes import Level, OutcomeCounts, SkipReason, describe_counts
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_duration, format_rate, format_size, parse_size
@@ -306,9 +307,13 @@ class CliListener:
                         "source": task.src,
                         "destination": result.dst or task.dst,
                         "state": result.state,
+                        "level": result.level,
+                        "evidence": [e.value for e in result.evidence],
+                        "skip_reason": result.skip_reason,
                         "verified": result.verified,
                         "hash_algo": result.hash_algo,
                         "hash": result.hash,
+                        "error_kind": result.error_kind,
                         "error": result.error,
                     }
                 )
@@ -420,9 +425,10 @@ def run_in_foreground(runner: Runner, output: Output) -> RunSummary:
 
 
 def manifest_lines(store: Store, job_id: int) -> Iterator[str]:
-    """``sha256sum -c``-compatible lines for what arrived, relative to the destination folder."""
+    """``sha256sum -c``-compatible lines for what arrived, relative to the destination folder.
+    Only files checked at checksum level: a manifest line vouches for the file it names."""
     for t in store.tasks(job_id, states=("done",), kinds=("file",)):
-        if not t.hash:
+        if not t.checksum_verified:
             continue
         rel = t.rel
         dst_name = t.dst.replace(os.sep, "/").rsplit("/", 1)[-1]
@@ -457,23 +463,36 @@ def write_manifest(store: Store, job_id: int, target: str) -> int:
     return count
 
 
-def summary_text(job_state: str, s: Snapshot, verify: str, size_only: int = 0, job_id: int | None = None) -> str:
-    how = {
-        "sha256": "sha256 checked",
-        "blake3": "blake3 checked",
-        "size": "sizes checked",
-        "none": "not verified",
-    }
-    copied = s.files_done - s.files_skipped
-    text = (
-        f"{copied:,} file(s) copied"
-        + (f", {s.files_skipped:,} skipped" if s.files_skipped else "")
-        + (f", {s.files_failed:,} failed" if s.files_failed else "")
-        + f"; {format_size(s.bytes_done)} in {format_duration(s.elapsed)}"
-        + (f" ({format_rate(s.bytes_done / s.elapsed)})" if s.elapsed > 0 else "")
-        + f"; {how.get(verify, verify)}"
-    )
-    if size_only and job_id is not None and verify not in ("size", "none"):
-        # The mode says what was asked; files the destination could not hash are told apart.
-        text += f", except {size_only:,} file(s) checked by size only (ferry queue show {job_id} --files says why)"
+def manifest_left_out(store: Store, job_id: int) -> int:
+    """Copied files the manifest does not vouch for (checked below checksum level)."""
+    return store.outcome_counts(job_id).below(Level.CHECKSUM)
+
+
+def say_manifest(store: Store, job_id: int, target: str, count: int) -> None:
+    left = manifest_left_out(store, job_id)
+    where = "" if target == "-" else f" to {target}"
+    sys.stderr.write(f"Wrote {count:,} entries{where}\n")
+    if left:
+        sys.stderr.write(
+            f"{left:,} copied file(s) are not in the manifest: they were checked by size only or not at all "
+            f"(ferry queue show {job_id} --files says why)\n"
+        )
+
+
+def summary_text(s: Snapshot, counts: OutcomeCounts, verify: str, job_id: int | None = None) -> str:
+    """What happened, from the typed outcomes: ``1,998 copied: 1,990 sha256-checked, 8 size only;
+    2 skipped (identical); 1.2 GiB in 40 s (31 MB/s)``. Nothing below checksum level is called checked."""
+    algo = verify if verify in ("sha256", "blake3") else None
+    text = describe_counts(counts, algo)
+    text += f"; {format_size(s.bytes_done)} in {format_duration(s.elapsed)}"
+    if s.elapsed > 0:
+        text += f" ({format_rate(s.bytes_done / s.elapsed)})"
+    below = counts.below(Level.CHECKSUM) if algo else 0
+    if job_id is not None and (below or counts.skipped_total or counts.failed_total):
+        text += f" (ferry queue show {job_id} --files says why)"
     return text
+
+
+def names_refused(counts: OutcomeCounts) -> int:
+    """Files left out because their name cannot exist at the destination: the exit code says so."""
+    return counts.skipped.get(SkipReason.UNREPRESENTABLE, 0) + counts.skipped.get(SkipReason.UNSAFE_NAME, 0)

@@ -174,3 +174,21 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return from_oserror(exc, "").kind
     return "error"
+
+
+def _kinds() -> dict[str, Action]:
+    out: dict[str, Action] = {}
+    stack: list[type[FerryError]] = [FerryError]
+    while stack:
+        cls = stack.pop()
+        out.setdefault(cls.kind, cls.action)
+        stack.extend(cls.__subclasses__())
+    return out
+
+
+def action_for_kind(kind: str | None) -> Action:
+    """The suggested action for an error kind stored as a value (a task's or a job's)."""
+    if not kind:
+        return Action.NONE
+    found = _kinds().get(kind)
+    return found if found is not None else Action.RETRY

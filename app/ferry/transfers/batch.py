@@ -28,7 +28,8 @@ from ferry.backends.base import Backend, Entry
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Cancelled, NotFound
 from ferry.core.hashing import new_hasher
-from ferry.transfers.copy import CopyContext, Outcome, _open_writer, _stat_or_none, run_task
+from ferry.core.outcomes import Evidence, Level, Verification
+from ferry.transfers.copy import CopyContext, Outcome, _open_writer, _stat_or_none, run_task, unchecked
 from ferry.transfers.store import Task
 
 # Files up to this size are batched. 1 MiB files gain too: 100 x 1 MiB down 0.90 s batched vs
@@ -122,9 +123,8 @@ def _partial(backend: Backend, path: str, token: str) -> str:
     return backend.join(folder, temp_name(name, token))
 
 
-def _note(verified: str, source: Entry) -> str:
-    name_note = source.meta.get("name_note")
-    return f"{verified}; {name_note}" if name_note else verified
+def _note(verified: Verification, source: Entry) -> Verification:
+    return verified.with_note(source.meta.get("name_note", ""))
 
 
 # ---- up: each source read as the batch sends it, one tar -x, one remote hash, one flight of RENAMEs ----
@@ -218,14 +218,14 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
         ctx.accounting.add_bytes(out.size)
         ctx.accounting.file_finished("done")
         if algo is None:  # as the per-file copy records it (its size check is this one)
-            verified = _note("size only" if ctx.options.verify == "size" else "none", source)
-            results[i] = (Outcome("done", verified), None)
+            results[i] = (Outcome("done", _note(unchecked(ctx.options.verify), source)), None)
             continue
-        verified = f"{algo} match (remote {algo} of the tar-extracted file)"
+        evidence = (Evidence.HOST_TOOL, Evidence.SOURCE_RECORD) if source.hashes.get(algo) else (Evidence.HOST_TOOL,)
+        note = f"{algo} match (remote {algo} of the tar-extracted file)"
         if source.hashes.get(algo):  # equal to the stream hash, or the file was not sent
-            verified += ", matches the source's recorded checksum"
-        verified = _note(verified, source)
-        results[i] = (Outcome("done", verified, algo, digest), None)
+            note += ", matches the source's recorded checksum"
+        v = Verification(Level.CHECKSUM, algo, evidence, note)
+        results[i] = (Outcome("done", _note(v, source), digest), None)
 
 
 def _drop_partial(ctx: CopyContext, task: Task) -> None:
@@ -292,11 +292,12 @@ def _write_local(
                 writer.abort(keep_partial=False)
                 return None  # the per-file copy retries it from zero (and fails it if it must)
             if algo is None:
-                verified = "size only" if opts.verify == "size" else "none"
+                verified = unchecked(opts.verify)
             elif dst_hash is None:
-                verified = "size only"
+                verified = Verification(Level.SIZE, algo, (), "size only (the destination offers no independent check)")
             else:
-                verified = f"{algo} match (sent in a tar stream, read back from disk)"
+                note = f"{algo} match (sent in a tar stream, read back from disk)"
+                verified = Verification(Level.CHECKSUM, algo, writer.evidence, note)
             writer.commit(overwrite=opts.on_conflict == "overwrite", mtime=entry.mtime if opts.preserve_mtime else None)
     except Cancelled:
         raise
@@ -316,4 +317,4 @@ def _write_local(
             return None
     ctx.accounting.add_bytes(len(data))
     ctx.accounting.file_finished("done")
-    return Outcome("done", verified, algo, src_hash), None
+    return Outcome("done", verified, src_hash), None

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from ferry.backends.base import Backend, Entry, Kind, temp_name
+from ferry.backends.base import Backend, Entry, EvidenceCheck, Kind, SourceEvidence, Writer, temp_name
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
     AlreadyExists,
@@ -28,7 +28,15 @@ from ferry.core.errors import (
     Transient,
     Unsupported,
 )
-from ferry.core.hashing import new_hasher
+from ferry.core.hashing import Hasher, new_hasher
+from ferry.core.outcomes import (
+    FOLDER,
+    NOT_VERIFIED,
+    Evidence,
+    Level,
+    SkipReason,
+    Verification,
+)
 from ferry.core.progress import Accounting
 from ferry.transfers.bandwidth import Limiters
 from ferry.transfers.options import JobOptions
@@ -53,11 +61,50 @@ AskFn = Callable[[Conflict], str]  # returns a policy name other than "ask"
 
 @dataclass(frozen=True)
 class Outcome:
+    """How one task ended, as values: ``done`` with its Verification, or ``skipped`` with a reason."""
+
     state: str  # done or skipped
-    verified: str
-    hash_algo: str | None = None
-    hash: str | None = None
+    verification: Verification = NOT_VERIFIED
+    hash: str | None = None  # the stream's hash, when one was computed and checked
     dst: str | None = None  # set when the policy renamed the destination
+    skip_reason: SkipReason | None = None
+
+    @property
+    def hash_algo(self) -> str | None:
+        return self.verification.algo if self.hash else None
+
+    @property
+    def verified(self) -> str:
+        """The note for people."""
+        return self.verification.note
+
+    @classmethod
+    def skipped(cls, reason: SkipReason, note: str) -> Outcome:
+        return cls("skipped", Verification(Level.NONE, note=note), skip_reason=reason)
+
+
+def unchecked(verify: str) -> Verification:
+    """A copy that was not hashed: its size was compared (``--verify size``) or nothing was."""
+    if verify == "none":
+        return NOT_VERIFIED
+    return Verification(Level.SIZE, note="size only")
+
+
+class _Tee:
+    """The stream's hasher and the source's evidence check, fed the same bytes in one call."""
+
+    __slots__ = ("_check", "_hasher")
+
+    def __init__(self, hasher: Hasher, check: EvidenceCheck) -> None:
+        self._hasher, self._check = hasher, check
+
+    def update(self, data: bytes | bytearray | memoryview, /) -> object:
+        self._hasher.update(data)
+        self._check.update(data)
+        return None
+
+    def hexdigest(self) -> str:
+        return self._hasher.hexdigest()
 
 
 @dataclass
@@ -111,7 +158,7 @@ def _make_dir(task: Task, ctx: CopyContext) -> Outcome:
         raise AlreadyExists(f"A file is in the way of folder {ctx.dst.display(task.dst)}")
     if existing is None:
         ctx.dst.mkdir(task.dst, parents=True, exist_ok=True)
-    return Outcome("done", "folder")
+    return Outcome("done", FOLDER)
 
 
 def _unique_name(backend: Backend, path: str) -> str:
@@ -169,9 +216,9 @@ def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str
     raise AlreadyExists(f"Unknown conflict decision {policy!r}")
 
 
-def _skip(ctx: CopyContext, source: Entry, why: str) -> Outcome:
+def _skip(ctx: CopyContext, source: Entry, reason: SkipReason, why: str) -> Outcome:
     ctx.accounting.file_finished("skipped", source.size or 0)
-    return Outcome("skipped", why)
+    return Outcome.skipped(reason, why)
 
 
 def _make_link(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
@@ -180,11 +227,11 @@ def _make_link(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
     existing = _stat_or_none(ctx.dst, dst)
     if existing is not None:
         if existing.kind is Kind.LINK and existing.link_target == target:
-            return Outcome("done", "link (already there)")
+            return Outcome.skipped(SkipReason.IDENTICAL, "link already there")
         source = ctx.src.stat(task.src)
         decision = _decide(task, ctx, source, existing)
         if decision == "skip":
-            return Outcome("skipped", "skipped: destination exists")
+            return Outcome.skipped(SkipReason.POLICY, "skipped: destination exists")
         if decision == "rename":
             dst = _unique_name(ctx.dst, dst)
         elif existing.is_dir:
@@ -197,7 +244,7 @@ def _make_link(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
         # Its folder's own task may still be waiting for another worker: make the folder here.
         ctx.dst.mkdir(ctx.dst.split(dst)[0], parents=True, exist_ok=True)
         ctx.dst.symlink(target, dst)
-    return Outcome("done", "link", dst=dst if dst != task.dst else None)
+    return Outcome("done", Verification(Level.NONE, note="link"), dst=dst if dst != task.dst else None)
 
 
 def _verify_existing(task: Task, ctx: CopyContext, source: Entry, existing: Entry, cancel: CancelToken) -> Outcome:
@@ -206,14 +253,15 @@ def _verify_existing(task: Task, ctx: CopyContext, source: Entry, existing: Entr
     if algo is None:
         ctx.accounting.add_bytes(source.size or 0)
         ctx.accounting.file_finished("done")
-        return Outcome("done", "size only (finished before restart)")
+        return Outcome("done", unchecked(ctx.options.verify).with_note("finished before restart"))
     src_hash = ctx.src.hash(source.path, algo, cancel) if algo in ctx.src.capabilities.hashes else None
     dst_hash = ctx.dst.hash(existing.path, algo, cancel) if algo in ctx.dst.capabilities.hashes else None
     if src_hash is None or src_hash != dst_hash:
         raise ChecksumMismatch(f"{ctx.dst.display(existing.path)} differs from its source after restart")
     ctx.accounting.add_bytes(source.size or 0)
     ctx.accounting.file_finished("done")
-    return Outcome("done", f"{algo} match (checked after restart)", algo, src_hash)
+    v = Verification(Level.CHECKSUM, algo, (Evidence.AFTER_RESTART,), f"{algo} match (checked after restart)")
+    return Outcome("done", v, src_hash)
 
 
 def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
@@ -239,7 +287,7 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
             return _verify_existing(task, ctx, source, existing, cancel)
         decision = _decide(task, ctx, source, existing)
         if decision == "skip":
-            return _skip(ctx, source, "skipped: destination exists")
+            return _skip(ctx, source, SkipReason.POLICY, "skipped: destination exists")
         if decision == "rename":
             dst = _unique_name(ctx.dst, dst)
         elif decision == "overwrite":
@@ -255,9 +303,7 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
         # Once more from zero: a flipped bit in transit should not fail an overnight run.
         outcome = _transfer(task, ctx, source, dst, overwrite, False, cancel)
     ctx.accounting.file_finished("done")
-    return (
-        outcome if dst == task.dst else Outcome(outcome.state, outcome.verified, outcome.hash_algo, outcome.hash, dst)
-    )
+    return outcome if dst == task.dst else Outcome(outcome.state, outcome.verification, outcome.hash, dst)
 
 
 def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None):  # type: ignore[no-untyped-def]
@@ -285,6 +331,7 @@ def _transfer(
         writer = _open_writer(ctx, dst, source, str(task.id), False, readback)
     counted = 0
     matched = False
+    check = _source_check(ctx, source) if algo else None
 
     def on_bytes(n: int) -> None:
         nonlocal counted
@@ -306,7 +353,9 @@ def _transfer(
                 copied += counted - before
                 src_hash = None
             else:
-                hasher = new_hasher(algo) if algo else None
+                hasher: Hasher | None = new_hasher(algo) if algo else None
+                if hasher is not None and check is not None:
+                    hasher = _Tee(hasher, check)  # the source's evidence sees exactly the bytes hashed
                 share = getattr(writer, "share_stream_hasher", None)
                 if hasher is not None and share is not None:
                     # A writer whose destination check is its own (S3: Content-MD5 and ETags) takes
@@ -373,35 +422,18 @@ def _transfer(
                 raise Transient(
                     f"Source changed size during the copy ({size} -> {copied} bytes): {ctx.src.display(source.path)}"
                 )
-            if algo is not None:
-                if dst_hash is None:
-                    verified = "size only"
-                elif dst_hash != src_hash:
-                    writer.abort(keep_partial=False)
-                    raise ChecksumMismatch(
-                        f"Checksum mismatch for {ctx.dst.display(dst)}: {algo} of the source {src_hash}, "
-                        f"destination {dst_hash}"
-                    )
-                else:
-                    verified, matched = f"{algo} match", True
-                    recorded = source.hashes.get(algo)
-                    if recorded and recorded != src_hash:
-                        # The source kept a hash from when it was written (S3 metadata): its bytes changed since.
-                        writer.abort(keep_partial=False)
-                        raise ChecksumMismatch(
-                            f"{ctx.src.display(source.path)} no longer matches the {algo} recorded when it was "
-                            f"stored ({recorded}); read {src_hash}"
-                        )
-                    if recorded:
-                        verified += ", matches the source's recorded checksum"
-            else:
-                verified = "size only" if opts.verify == "size" else "none"
+            if algo is not None and dst_hash is not None and dst_hash != src_hash:
+                writer.abort(keep_partial=False)
+                raise ChecksumMismatch(
+                    f"Checksum mismatch for {ctx.dst.display(dst)}: {algo} of the source {src_hash}, "
+                    f"destination {dst_hash}"
+                )
+            from_source = _source_side(ctx, source, algo, src_hash, check, writer)
             writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
-            note = getattr(writer, "verified_note", "")  # what the server confirmed, or why it could not
-            if note and (matched or (algo is not None and dst_hash is None)):
-                verified += f" ({note})"
+            verification = _landed_side(opts.verify, algo, dst_hash, writer, from_source)
+            matched = verification.level is Level.CHECKSUM
             if source.meta.get("name_note"):
-                verified += f"; {source.meta['name_note']}"
+                verification = verification.with_note(source.meta["name_note"])
     except BaseException:
         ctx.accounting.add_bytes(-counted)  # progress that rewinds rather than lies
         raise
@@ -414,7 +446,80 @@ def _transfer(
             raise ChecksumMismatch(
                 f"{ctx.dst.display(dst)} has {landed.size if landed else 'no'} bytes after the copy, expected {size}"
             )
-    return Outcome("done", verified, algo, src_hash)
+    return Outcome("done", verification, src_hash)
+
+
+def _source_check(ctx: CopyContext, source: Entry) -> EvidenceCheck | None:
+    """The source store's own evidence about this object, fed the stream (None: the source is not
+    a store that keeps any, such as a local disk or an SSH host, whose stream is the file)."""
+    if not ctx.src.capabilities.source_evidence:
+        return None
+    src: SourceEvidence = ctx.src  # type: ignore[assignment]  # declared by the capability
+    return src.evidence_for(source)
+
+
+def _source_side(
+    ctx: CopyContext,
+    source: Entry,
+    algo: str | None,
+    src_hash: str | None,
+    check: EvidenceCheck | None,
+    writer: Writer,
+) -> Verification | None:
+    """Were the bytes read what the source holds? Raises on a mismatch (before anything is
+    committed); returns the evidence for it, or a Verification capped at size saying why not."""
+    if algo is None:
+        return None
+    evidence: list[Evidence] = []
+    notes: list[str] = []
+    recorded = source.hashes.get(algo)
+    if recorded:
+        if recorded != src_hash:
+            # The source kept a hash from when it was written (S3 metadata): its bytes changed since.
+            writer.abort(keep_partial=False)
+            raise ChecksumMismatch(
+                f"{ctx.src.display(source.path)} no longer matches the {algo} recorded when it was "
+                f"stored ({recorded}); read {src_hash}"
+            )
+        evidence.append(Evidence.SOURCE_RECORD)
+        notes.append("matches the source's recorded checksum")
+    if check is not None:
+        got = check.result()
+        if got.evidence is not None and not got.matched:
+            writer.abort(keep_partial=False)
+            raise ChecksumMismatch(
+                f"{ctx.src.display(source.path)} arrived different from what the server holds"
+                + (f" ({got.note})" if got.note else "")
+            )
+        if got.evidence is not None:
+            evidence.append(got.evidence)
+            if got.note:
+                notes.append(got.note)
+        elif not recorded:
+            return Verification(Level.SIZE, algo, (), got.note or "the source keeps no checksum to compare with")
+    return Verification(Level.CHECKSUM, algo, tuple(evidence), "; ".join(notes))
+
+
+def _landed_side(
+    verify: str, algo: str | None, dst_hash: str | None, writer: Writer, from_source: Verification | None
+) -> Verification:
+    """Combine what the destination confirmed (read after commit) with the source side."""
+    if algo is None:
+        return unchecked(verify)
+    note = writer.verified_note
+    if dst_hash is None or not writer.evidence:
+        why = note or "the destination offers no independent check"
+        return Verification(Level.SIZE, algo, (), f"size only ({why})")
+    head = f"{algo} match" + (f" ({note})" if note else "")
+    v = Verification(Level.CHECKSUM, algo, writer.evidence, head)
+    if from_source is None:
+        return v
+    if from_source.level is not Level.CHECKSUM:
+        return Verification(Level.SIZE, algo, writer.evidence, f"size only ({from_source.note})")
+    v = v.with_evidence(*from_source.evidence)
+    return v.with_note(from_source.note) if from_source.note else v
+
+
 
 
 def _write_lent(

@@ -22,6 +22,7 @@ from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import FerryError, NotFound, UsageError, describe
+from ferry.core.outcomes import SkipReason
 from ferry.transfers.store import NewTask
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -177,6 +178,7 @@ def _task_for(entry: Entry, dst_backend: Backend, dst: str, rel: str) -> NewTask
                 entry.link_target,
                 state="skipped",
                 error="symbolic link: the destination cannot store links",
+                skip_reason=SkipReason.UNSUPPORTED_TYPE,
             )
         if entry.link_target is None:
             return NewTask(
@@ -189,6 +191,7 @@ def _task_for(entry: Entry, dst_backend: Backend, dst: str, rel: str) -> NewTask
                 None,
                 state="failed",
                 error="symbolic link whose target cannot be read",
+                error_kind="unreadable-link",
             )
         return NewTask("link", entry.path, dst, rel, None, mt, entry.link_target)
     what = entry.meta.get("special", "special file")
@@ -202,6 +205,7 @@ def _task_for(entry: Entry, dst_backend: Backend, dst: str, rel: str) -> NewTask
         what,
         state="skipped",
         error=f"{what}: special files are not copied",
+        skip_reason=SkipReason.UNSUPPORTED_TYPE,
     )
 
 

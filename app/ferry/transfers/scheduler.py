@@ -30,16 +30,19 @@ from ferry.backends.registry import BackendPool
 from ferry.core.address import parse_address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
+    Action,
     Cancelled,
     ChecksumMismatch,
     FerryError,
     NoSpace,
     NotFound,
     Transient,
+    action_for_kind,
     describe,
     error_kind,
     from_oserror,
 )
+from ferry.core.outcomes import SkipReason
 from ferry.core.progress import Accounting
 from ferry.core.schedule import Window, now_local, parse_window
 from ferry.transfers import batch, watch_live
@@ -288,10 +291,11 @@ class Runner:
             try:
                 self._start_job(self.store.job(job.id))
             except FerryError as exc:
-                self._end_job_early(job.id, "failed", exc.message)
+                self._end_job_early(job.id, "failed", exc)
 
-    def _end_job_early(self, job_id: int, state: str, message: str) -> None:
-        self.store.release_job(job_id, state, message)
+    def _end_job_early(self, job_id: int, state: str, exc: FerryError) -> None:
+        message = exc.message
+        self.store.release_job(job_id, state, message, error_kind=exc.kind, error_action=exc.action)
         self._summary.jobs[job_id] = state
         self.listener.job_changed(job_id, state, message)
 
@@ -405,7 +409,12 @@ class Runner:
         for t in new:
             if t.state != "queued":
                 res = TaskResult(
-                    0, t.state, 0, error_kind="skipped" if t.state == "skipped" else "error", error=t.error
+                    0,
+                    t.state,
+                    0,
+                    error_kind=None if t.state == "skipped" else (t.error_kind or "error"),
+                    error=t.error,
+                    skip_reason=t.skip_reason,
                 )
                 if t.kind == "file":
                     self.accounting.file_finished(t.state, t.size or 0)
@@ -443,7 +452,14 @@ class Runner:
                 self._release(run)
                 continue
             if run.planner_error is not None:
-                self._release(run, "failed", f"Planning failed: {describe(run.planner_error)}")
+                err = run.planner_error
+                self._release(
+                    run,
+                    "failed",
+                    f"Planning failed: {describe(err)}",
+                    error_kind=error_kind(err),
+                    error_action=err.action if isinstance(err, FerryError) else Action.RETRY,
+                )
                 continue
             if not run.planned:
                 continue
@@ -452,8 +468,18 @@ class Runner:
             self._complete(run)
         self._update_planning()
 
-    def _release(self, run: _JobRun, state: str | None = None, message: str | None = None) -> None:
+    def _release(
+        self,
+        run: _JobRun,
+        state: str | None = None,
+        message: str | None = None,
+        *,
+        error_kind: str | None = None,
+        error_action: Action | None = None,
+    ) -> None:
         job_id = run.job.id
+        if state is None and run.stopping == "no-space":
+            error_kind, error_action = NoSpace.kind, NoSpace.action
         del self._runs[job_id]
         if state is None:
             state, message = {
@@ -474,7 +500,14 @@ class Runner:
         # A pause asked for in the store may be taken back (resume: 'queued') while this run is
         # still stopping the job's files; then the job stays queued and runs on (its files kept
         # their partial data). Written over with 'paused', it stayed paused for good.
-        self.store.release_job(job_id, state, message, unless="queued" if run.stopping == "pause" else None)
+        self.store.release_job(
+            job_id,
+            state,
+            message,
+            unless="queued" if run.stopping == "pause" else None,
+            error_kind=error_kind,
+            error_action=error_action,
+        )
         self._summary.jobs[job_id] = state
         self.listener.job_changed(job_id, state, message)
 
@@ -496,7 +529,15 @@ class Runner:
         counts = self.store.counts(job_id)
         failed = counts.count("failed") + _failed_non_files(self.store, job_id)
         if failed:
-            self._release(run, "failed", f"{failed} item(s) failed; 'ferry queue retry {job_id}' tries them again")
+            kinds = self.store.outcome_counts(job_id).failed
+            kind = max(kinds, key=lambda k: kinds[k]) if kinds else "error"
+            self._release(
+                run,
+                "failed",
+                f"{failed} item(s) failed; 'ferry queue retry {job_id}' tries them again",
+                error_kind=kind,
+                error_action=action_for_kind(kind),
+            )
         else:
             self._release(run, "done", None)
 
@@ -564,7 +605,10 @@ class Runner:
         attempts = task.attempts + 1
         if item.outcome is not None:
             o = item.outcome
-            res = TaskResult(task.id, o.state, attempts, o.hash_algo, o.hash, o.verified, dst=o.dst)
+            if o.state == "skipped":
+                res = TaskResult.skipped(task.id, attempts, o.skip_reason or SkipReason.POLICY, o.verified)
+            else:
+                res = TaskResult.done(task.id, attempts, o.verification, o.hash, dst=o.dst)
             self.listener.task_finished(run.job.id, task, res)
             return res
         exc = item.error
@@ -584,7 +628,9 @@ class Runner:
             )
             if not run.stopping:
                 self._stop_job(run, "no-space", msg)
-                self.store.set_job_state(run.job.id, "paused", msg)
+                self.store.set_job_state(
+                    run.job.id, "paused", msg, error_kind=NoSpace.kind, error_action=NoSpace.action
+                )
             return TaskResult(task.id, "queued", task.attempts, error_kind="no-space", error=msg)
         kind = error_kind(exc)
         message = describe(exc)

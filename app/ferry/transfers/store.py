@@ -22,10 +22,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.core.dirs import data_dir, ensure_private_dir
-from ferry.core.errors import FerryError, UsageError
+from ferry.core.errors import Action, FerryError, UsageError
+from ferry.core.outcomes import (
+    Evidence,
+    Level,
+    OutcomeCounts,
+    SkipReason,
+    Verification,
+    decode_evidence,
+    encode_evidence,
+    level_of,
+)
 from ferry.transfers.options import JobOptions
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -82,6 +92,28 @@ _MIGRATIONS: dict[int, str] = {
         PRIMARY KEY (job_id, key)
     );
     """,
+    # Outcomes as typed columns (core/outcomes.py): the verification level and the evidence it
+    # rests on, the reason a file was skipped, and a job's error kind and suggested action.
+    # ``verified`` and ``message`` stay, as notes for people that no code reads. Rows written
+    # before this version get their level from the words older Ferry wrote (the one place those
+    # words are read, once, here); a checksum note then rests on no recorded evidence.
+    3: """
+    ALTER TABLE tasks ADD COLUMN verify_level TEXT;
+    ALTER TABLE tasks ADD COLUMN verify_evidence TEXT;
+    ALTER TABLE tasks ADD COLUMN skip_reason TEXT;
+    ALTER TABLE jobs ADD COLUMN error_kind TEXT;
+    ALTER TABLE jobs ADD COLUMN error_action TEXT;
+    UPDATE tasks SET verify_level = CASE
+        WHEN verified LIKE 'checksum verified by Globus%' THEN 'service'
+        WHEN verified LIKE '% match%' AND hash IS NOT NULL THEN 'checksum'
+        WHEN verified LIKE 'size only%' THEN 'size'
+        ELSE 'none' END
+        WHERE state = 'done';
+    UPDATE tasks SET skip_reason = CASE
+        WHEN kind = 'special' THEN 'unsupported-type'
+        ELSE 'policy' END
+        WHERE state = 'skipped';
+    """,
 }
 
 JOB_ACTIVE = ("queued", "running")
@@ -137,6 +169,8 @@ class Job:
     heartbeat: float | None
     started: float | None
     finished: float | None
+    error_kind: str | None = None  # why it stopped, as a value (message is for people)
+    error_action: Action | None = None  # what the person can do about it
 
     @property
     def runner_alive(self) -> bool:
@@ -159,9 +193,23 @@ class Task:
     interrupted: bool
     hash_algo: str | None
     hash: str | None
-    verified: str | None
+    verified: str | None  # the note for people
     error_kind: str | None
     error: str | None
+    level: Level | None = None
+    evidence: tuple[Evidence, ...] = ()
+    skip_reason: SkipReason | None = None
+
+    @property
+    def verification(self) -> Verification | None:
+        if self.level is None:
+            return None
+        return Verification(self.level, self.hash_algo, self.evidence, self.verified or "")
+
+    @property
+    def checksum_verified(self) -> bool:
+        """Copied and checked at checksum level, with the hash recorded (manifests, Move, delete)."""
+        return self.state == "done" and self.level is Level.CHECKSUM and bool(self.hash and self.hash_algo)
 
 
 @dataclass(frozen=True)
@@ -175,6 +223,8 @@ class NewTask:
     extra: str | None = None
     state: str = "queued"
     error: str | None = None
+    skip_reason: SkipReason | None = None  # with state "skipped"
+    error_kind: str | None = None  # with state "failed"
 
 
 @dataclass(frozen=True)
@@ -184,11 +234,39 @@ class TaskResult:
     attempts: int
     hash_algo: str | None = None
     hash: str | None = None
-    verified: str | None = None
+    verified: str | None = None  # the note for people
     error_kind: str | None = None
     error: str | None = None
     not_before: float = 0.0
     dst: str | None = None  # when a conflict policy renamed the destination
+    level: Level | None = None  # with state "done"
+    evidence: tuple[Evidence, ...] = ()
+    skip_reason: SkipReason | None = None  # with state "skipped"
+
+    @classmethod
+    def done(
+        cls,
+        task_id: int,
+        attempts: int,
+        v: Verification,
+        hash: str | None = None,
+        dst: str | None = None,
+    ) -> TaskResult:
+        return cls(
+            task_id,
+            "done",
+            attempts,
+            v.algo if hash else None,
+            hash,
+            v.note,
+            dst=dst,
+            level=v.level,
+            evidence=v.evidence,
+        )
+
+    @classmethod
+    def skipped(cls, task_id: int, attempts: int, reason: SkipReason, note: str) -> TaskResult:
+        return cls(task_id, "skipped", attempts, verified=note, skip_reason=reason)
 
 
 @dataclass(frozen=True)
@@ -204,10 +282,13 @@ class JobCounts:
         return (self.by_state or {}).get(state, (0, 0))[1]
 
 
-_JOB_COLS = "id, created, state, sources, dest, options, roots, planned, message, runner, heartbeat, started, finished"
+_JOB_COLS = (
+    "id, created, state, sources, dest, options, roots, planned, message, runner, heartbeat, started, finished, "
+    "error_kind, error_action"
+)
 _TASK_COLS = (
     "id, job_id, kind, src, dst, rel, size, mtime_us, extra, state, attempts, interrupted, "
-    "hash_algo, hash, verified, error_kind, error"
+    "hash_algo, hash, verified, error_kind, error, verify_level, verify_evidence, skip_reason"
 )
 
 
@@ -226,7 +307,27 @@ def _job(row: Sequence[object]) -> Job:
         heartbeat=row[10],  # type: ignore[arg-type]
         started=row[11],  # type: ignore[arg-type]
         finished=row[12],  # type: ignore[arg-type]
+        error_kind=row[13],  # type: ignore[arg-type]
+        error_action=_action(row[14]),
     )
+
+
+def _action(value: object) -> Action | None:
+    if value is None:
+        return None
+    try:
+        return Action(str(value))
+    except ValueError:
+        return None
+
+
+def _skip_reason(value: object) -> SkipReason | None:
+    if value is None:
+        return None
+    try:
+        return SkipReason(str(value))
+    except ValueError:
+        return None
 
 
 def _roots(text: str) -> list[tuple[str, str, str]]:
@@ -272,21 +373,29 @@ def _task(row: Sequence[object]) -> Task:
         verified=row[14],
         error_kind=row[15],
         error=row[16],
+        level=level_of(row[17]),  # type: ignore[arg-type]
+        evidence=decode_evidence(row[18]),  # type: ignore[arg-type]
+        skip_reason=_skip_reason(row[19]),
     )
     return t
 
 
-_INSERT_SQL = "INSERT OR IGNORE INTO tasks (job_id, kind, src, dst, rel, size, mtime_us, extra, state, error) VALUES "
-_INSERT_ROW = "(?,?,?,?,?,?,?,?,?,?)"
-_INSERT_CHUNK = 500  # 10 parameters each: well under SQLite's 32,766 parameters per statement
+_INSERT_SQL = (
+    "INSERT OR IGNORE INTO tasks (job_id, kind, src, dst, rel, size, mtime_us, extra, state, error, skip_reason, "
+    "error_kind) VALUES "
+)
+_INSERT_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?)"
+_INSERT_CHUNK = 500  # 12 parameters each: well under SQLite's 32,766 parameters per statement
 
-# finish_tasks: VALUES columns are column1 (task id), column2 (state), ... column11 (dst).
-_FINISH_ROW = "(?,?,?,?,?,?,?,?,?,?,?)"
-_FINISH_CHUNK = 500  # 11 parameters each: well under SQLite's 32,766 parameters per statement
+# finish_tasks: VALUES columns are column1 (task id), column2 (state), ... column11 (dst),
+# column12 (verify_level), column13 (verify_evidence), column14 (skip_reason).
+_FINISH_ROW = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_FINISH_CHUNK = 500  # 14 parameters each: well under SQLite's 32,766 parameters per statement
 _FINISH_SQL = (
     "UPDATE tasks SET state = v.column2, attempts = v.column3, hash_algo = v.column4, hash = v.column5, "
     "verified = v.column6, error_kind = v.column7, error = v.column8, not_before = v.column9, "
     "finished = v.column10, dst = COALESCE(v.column11, tasks.dst), "
+    "verify_level = v.column12, verify_evidence = v.column13, skip_reason = v.column14, "
     "interrupted = CASE WHEN v.column2 = 'queued' THEN tasks.interrupted ELSE 0 END "
     "FROM (VALUES {values}) AS v WHERE tasks.id = v.column1"
 )
@@ -294,7 +403,8 @@ _FINISH_SQL = (
 _UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 _FINISH_ONE = (
     "UPDATE tasks SET state = ?2, attempts = ?3, hash_algo = ?4, hash = ?5, verified = ?6, error_kind = ?7, "
-    "error = ?8, not_before = ?9, finished = ?10, dst = COALESCE(?11, dst), "
+    "error = ?8, not_before = ?9, finished = ?10, dst = COALESCE(?11, dst), verify_level = ?12, "
+    "verify_evidence = ?13, skip_reason = ?14, "
     "interrupted = CASE WHEN ?2 = 'queued' THEN interrupted ELSE 0 END WHERE id = ?1"
 )
 
@@ -430,9 +540,20 @@ class Store:
         with self._lock:
             return [_job(r) for r in self._db.execute(sql + " ORDER BY id", params)]
 
-    def set_job_state(self, job_id: int, state: str, message: str | None = None, **extra: object) -> None:
-        cols = ["state = ?", "message = ?"]
-        params: list[object] = [state, message]
+    def set_job_state(
+        self,
+        job_id: int,
+        state: str,
+        message: str | None = None,
+        *,
+        error_kind: str | None = None,
+        error_action: Action | None = None,
+        **extra: object,
+    ) -> None:
+        """A new state; ``message`` is for people, ``error_kind``/``error_action`` say why as values
+        (cleared when not given)."""
+        cols = ["state = ?", "message = ?", "error_kind = ?", "error_action = ?"]
+        params: list[object] = [state, message, error_kind, error_action]
         if state in JOB_FINISHED:
             cols.append("finished = ?")
             params.append(time.time())
@@ -474,7 +595,16 @@ class Store:
                 (time.time(), runner, *ids),
             )
 
-    def release_job(self, job_id: int, state: str, message: str | None = None, *, unless: str | None = None) -> None:
+    def release_job(
+        self,
+        job_id: int,
+        state: str,
+        message: str | None = None,
+        *,
+        unless: str | None = None,
+        error_kind: str | None = None,
+        error_action: Action | None = None,
+    ) -> None:
         """Hand a job back (to 'queued', 'paused', or a finished state) and free its tasks. With
         ``unless``, a job that has meanwhile been put in that state keeps it (and its message):
         a pause the user took back (resume) before the runner let go of the job must not win."""
@@ -484,13 +614,16 @@ class Store:
                 (job_id,),
             )
             if unless is not None:
-                row = db.execute("SELECT state, message FROM jobs WHERE id = ?", (job_id,)).fetchone()
+                row = db.execute(
+                    "SELECT state, message, error_kind, error_action FROM jobs WHERE id = ?", (job_id,)
+                ).fetchone()
                 if row is not None and row[0] == unless:
-                    state, message = row[0], row[1]
+                    state, message, error_kind, error_action = row[0], row[1], row[2], _action(row[3])
             finished = time.time() if state in JOB_FINISHED else None
             db.execute(
-                "UPDATE jobs SET state = ?, message = ?, runner = NULL, heartbeat = NULL, finished = ? WHERE id = ?",
-                (state, message, finished, job_id),
+                "UPDATE jobs SET state = ?, message = ?, error_kind = ?, error_action = ?, runner = NULL, "
+                "heartbeat = NULL, finished = ? WHERE id = ?",
+                (state, message, error_kind, error_action, finished, job_id),
             )
 
     def mark_planned(self, job_id: int) -> None:
@@ -515,7 +648,20 @@ class Store:
         if not tasks:
             return []
         rows = [
-            (job_id, t.kind, enc(t.src), enc(t.dst), enc(t.rel), t.size, t.mtime_us, t.extra, t.state, t.error)
+            (
+                job_id,
+                t.kind,
+                enc(t.src),
+                enc(t.dst),
+                enc(t.rel),
+                t.size,
+                t.mtime_us,
+                t.extra,
+                t.state,
+                t.error,
+                t.skip_reason,
+                t.error_kind,
+            )
             for t in tasks
         ]
         # Multi-row INSERTs of a few hundred rows each, not an execute (or executemany) per row:
@@ -596,6 +742,9 @@ class Store:
                 r.not_before,
                 now if r.state not in TASK_OPEN else None,
                 enc(r.dst) if r.dst else None,
+                r.level,
+                encode_evidence(r.evidence) if r.evidence else None,
+                r.skip_reason,
             )
             for r in latest.values()
         ]
@@ -622,7 +771,8 @@ class Store:
                 (job_id, *states),
             ).rowcount
             db.execute(
-                "UPDATE jobs SET state = 'queued', message = NULL, finished = NULL WHERE id = ? AND state != 'running'",
+                "UPDATE jobs SET state = 'queued', message = NULL, error_kind = NULL, error_action = NULL, "
+                "finished = NULL WHERE id = ? AND state != 'running'",
                 (job_id,),
             )
         return n
@@ -695,16 +845,32 @@ class Store:
             by_state=by_state,
         )
 
-    def size_only_count(self, job_id: int) -> int:
-        """Files of a checksum-verified job that could only be checked by size (a host with no
-        tool for the checksum, an sftp-only account): the summary must not call them checked."""
+    def outcome_counts(self, job_id: int) -> OutcomeCounts:
+        """The job's files by how they ended: copied by verification level, skipped by reason,
+        failed by error kind. Read from the typed columns only."""
         with self._lock:
-            row = self._db.execute(
-                "SELECT COUNT(*) FROM tasks WHERE job_id = ? AND kind = 'file' AND state = 'done' "
-                "AND verified LIKE 'size only%'",
+            rows = self._db.execute(
+                "SELECT state, verify_level, skip_reason, error_kind, COUNT(*) FROM tasks "
+                "WHERE job_id = ? AND kind = 'file' GROUP BY state, verify_level, skip_reason, error_kind",
                 (job_id,),
-            ).fetchone()
-        return int(row[0])
+            ).fetchall()
+        c = OutcomeCounts()
+        for state, level, reason, kind, n in rows:
+            n = int(n)
+            if state == "done":
+                lv = level_of(level) or Level.NONE
+                c.copied[lv] = c.copied.get(lv, 0) + n
+            elif state == "skipped":
+                r = _skip_reason(reason) or SkipReason.POLICY
+                c.skipped[r] = c.skipped.get(r, 0) + n
+            elif state == "failed":
+                k = str(kind or "error")
+                c.failed[k] = c.failed.get(k, 0) + n
+            elif state == "cancelled":
+                c.cancelled += n
+            else:
+                c.open += n
+        return c
 
     def task(self, task_id: int) -> Task | None:
         with self._lock:
@@ -716,7 +882,8 @@ class Store:
         self._write(
             "UPDATE tasks SET state = 'queued', size = ?, mtime_us = ?, attempts = 0, not_before = 0, "
             "interrupted = 0, hash_algo = NULL, hash = NULL, verified = NULL, error_kind = NULL, error = NULL, "
-            "finished = NULL WHERE id = ? AND state NOT IN ('queued', 'running')",
+            "verify_level = NULL, verify_evidence = NULL, skip_reason = NULL, finished = NULL "
+            "WHERE id = ? AND state NOT IN ('queued', 'running')",
             (size, mtime_us, task_id),
         )
 

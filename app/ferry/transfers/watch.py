@@ -50,6 +50,7 @@ from ferry.backends.base import Backend, Entry, Kind
 from ferry.core.address import Address
 from ferry.core.errors import FerryError, NotFound, UsageError, describe
 from ferry.core.hashing import hash_stream
+from ferry.core.outcomes import Level
 from ferry.transfers import watch_inotify as wi
 from ferry.transfers import watch_live
 from ferry.transfers.copy import AskFn
@@ -352,7 +353,9 @@ class Watcher:
                 store.retry_failed(job.id)  # unsent files are not forgotten: failed ones go again
                 store.set_job_state(job.id, "queued", None, planned=0, finished=None)
             elif job.planned:  # closed by a runner that found the last watcher gone: open it again
-                store.set_job_state(job.id, job.state, job.message, planned=0)
+                store.set_job_state(
+                    job.id, job.state, job.message, error_kind=job.error_kind, error_action=job.error_action, planned=0
+                )
             text = store.job_value(job.id, COUNTERS_KEY)
             if text:
                 self._persisted = WatchCounters.from_json(text)
@@ -785,7 +788,7 @@ class Watcher:
         self._last_activity = self.clock()
         self._finished_at[task.id] = self.clock()
         if result.state == "done":
-            if result.hash and result.verified and " match" in result.verified:
+            if result.hash and result.level is Level.CHECKSUM:
                 self._verified += 1
             if self.spec.delete_after_verify:
                 self._deletions.put(task.id)
@@ -842,7 +845,7 @@ class Watcher:
             return
         self._handled.add(task_id)
         checksum = _checksum_verified(task)
-        size_only = self.spec.allow_size_only_delete and (task.verified or "").startswith("size only")
+        size_only = self.spec.allow_size_only_delete and task.level is Level.SIZE
         if not checksum and not size_only:
             self._keep(f"kept {self.src.display(task.src)}: not verified by checksum ({task.verified})")
             return
@@ -921,7 +924,7 @@ class _Feedback:
 
 
 def _checksum_verified(task: Task) -> bool:
-    return bool(task.hash and task.hash_algo and task.verified and task.verified.startswith(f"{task.hash_algo} match"))
+    return task.checksum_verified
 
 
 def _inside(backend: Backend, child: str, parent: str) -> bool:

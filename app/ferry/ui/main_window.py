@@ -753,7 +753,7 @@ class MainWindow(QMainWindow):
             jobs = [j for j in self.queue_model.all_jobs() if j.id in job_ids]
             from ferry.ui.queue_model import fix_for
 
-            fixes = [fix_for(j.message) for j in jobs]
+            fixes = [fix_for(j.error_action) for j in jobs]
             action = next((f[0] for f in fixes if f is not None), Action.RETRY)
             self.fix_job(action, job_ids)
             return

@@ -21,6 +21,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from ferry.core.errors import Action
+from ferry.core.outcomes import describe_counts
 from ferry.core.units import format_duration, format_rate, format_size
 from ferry.ui.queue_service import FileRow, JobRow, QueueSnapshot
 
@@ -73,20 +74,22 @@ def watch_text(j: JobRow, col: int) -> str:
     )
 
 
-def fix_for(message: str | None) -> tuple[Action, str] | None:
-    """The action a failed job's message points at, with the button's words."""
-    text = (message or "").lower()
-    if "host key" in text:
-        return Action.TRUST_HOST_KEY, "Trust key…"
-    if any(w in text for w in ("password", "log in", "login", "authentic", "permission denied (publickey")):
-        return Action.LOGIN, "Log in again"
-    if "space" in text or "disk full" in text or "quota" in text:
-        return Action.FREE_SPACE, "Free space, then retry"
-    if "permission" in text or "read-only" in text or "not allowed" in text:
-        return Action.CHECK_PERMISSIONS, "Check permissions, then retry"
-    if message:
-        return Action.RETRY, "Retry"
-    return None
+_FIX_WORDS = {
+    Action.TRUST_HOST_KEY: "Trust key…",
+    Action.LOGIN: "Log in again",
+    Action.FREE_SPACE: "Free space, then retry",
+    Action.CHECK_PERMISSIONS: "Check permissions, then retry",
+    Action.CONSENT: "Give consent…",
+    Action.CHOOSE_POLICY: "Choose what to do…",
+    Action.RETRY: "Retry",
+}
+
+
+def fix_for(action: Action | None, failed: bool = True) -> tuple[Action, str] | None:
+    """The button for a stopped job's suggested action (a value the engine stored, never its words)."""
+    if action is None or action is Action.NONE:
+        return (Action.RETRY, _FIX_WORDS[Action.RETRY]) if failed else None
+    return action, _FIX_WORDS.get(action, "Retry")
 
 
 class QueueModel(QAbstractItemModel):
@@ -245,10 +248,9 @@ class QueueModel(QAbstractItemModel):
             if col == ETA:
                 return format_duration(j.eta) if j.eta is not None else ""
             if col == VERIFY:
-                text = _VERIFIED.get(j.verify, j.verify)
-                if j.size_only:  # the mode says what was asked; these files got less (each row says why)
-                    text += f", {j.size_only:,} by size only"
-                return text
+                if j.outcomes is not None:  # finished: what was reached, from the typed outcomes
+                    return describe_counts(j.outcomes, j.verify if j.verify in ("sha256", "blake3") else None)
+                return _VERIFIED.get(j.verify, j.verify)
         if role == Qt.ItemDataRole.ToolTipRole:
             if col == STATE and j.message:
                 return gui_message(j.id, j.message)

@@ -155,7 +155,7 @@ class QueuePanel(QWidget):
         self.buttons["stop"].setVisible(stoppable)  # only folder watches can be stopped
         self.buttons["stop"].setEnabled(stoppable)
         self.buttons["retry"].setEnabled(any(j.files_failed or j.state in ("failed", "cancelled") for j in jobs))
-        fixes = [fix_for(j.message) for j in jobs if j.state in ("failed", "paused") and j.message]
+        fixes = [fix_for(j.error_action) for j in jobs if j.state in ("failed", "paused") and j.message]
         # A plain retry is the Retry button already; the fix button offers something else.
         fix = next((f for f in fixes if f is not None and f[0] is not Action.RETRY), None)
         self.buttons["fix"].setVisible(fix is not None)

@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 
 from ferry.backends.registry import BackendPool
+from ferry.core.errors import Action
+from ferry.core.outcomes import OutcomeCounts
 from ferry.core.progress import Snapshot
 from ferry.transfers.copy import AskFn
 from ferry.transfers.scheduler import RunConfig, Runner
@@ -176,7 +178,10 @@ class JobRow:
     finished: float | None
     speed: float = 0.0  # bytes/s, from the change since the last read
     watch: WatchCounters | None = None  # a folder watch's counters (saved by the watcher every second)
-    size_only: int = 0  # finished checksum jobs: files the destination could only check by size
+    # Finished jobs: how their files ended, by verification level reached, skip reason and error
+    # kind (the Verify column shows it; never the configured method on a job that did not copy).
+    outcomes: OutcomeCounts | None = None
+    error_action: Action | None = None  # what the Fix button offers, as a value
 
     @property
     def fraction(self) -> float:
@@ -309,7 +314,8 @@ class QueuePoller:
                 watch=read_counters(store, job.id),
                 # Counted once, when the job has finished (finished rows are cached): a query
                 # over every task per poll would cost a big running job more than it tells.
-                size_only=store.size_only_count(job.id) if job.state in JOB_FINISHED and job.options.hash_algo else 0,
+                outcomes=store.outcome_counts(job.id) if job.state in JOB_FINISHED else None,
+                error_action=job.error_action,
             )
             self._cache[job.id] = (job.state, row)
             rows.append(row)
