@@ -220,13 +220,13 @@ def test_blake3_is_checked_by_the_servers_b3sum(sshd: SshServer, tmp_path: Path)
     res = ferry.ok("cp", "-r", "--json", "--verify", "blake3", src, url(sshd, f"{remote}/"))
     files = {k: e for k, e in file_events(res.stdout).items() if e.get("kind", "file") == "file"}
     assert len(files) == 4 and all(e["state"] == "done" for e in files.values()), files
-    assert all(e["verified"].startswith("blake3 match") for e in files.values()), files
+    assert all(e["level"] == "checksum" and e["evidence"] for e in files.values()), files
     assert result_event(res.stdout)["size_only"] == 0
     assert file_digests(remote / "results") == want
     back = tmp_path / "back"
     res = ferry.ok("cp", "-r", "--verify", "blake3", url(sshd, f"{remote}/results"), back)
     assert file_digests(back) == want
-    assert "blake3 checked" in res.stderr and "size only" not in res.stderr
+    assert "blake3-checked" in res.stderr and "size only" not in res.stderr
 
 
 def test_blake3_where_the_server_has_no_b3sum(sshd: SshServer, sshd_factory: Any, tmp_path: Path) -> None:
@@ -247,12 +247,15 @@ def test_blake3_where_the_server_has_no_b3sum(sshd: SshServer, sshd_factory: Any
     )
     files = {Path(k).name: e for k, e in file_events(res.stdout).items()}
     assert files["big.bin"]["state"] == "done", files
+    assert files["big.bin"]["level"] == "size" and files["big.bin"]["evidence"] == []
     assert files["big.bin"]["verified"] == "size only (the server has no b3sum to check blake3)"
-    assert files["small.txt"]["verified"] == "blake3 match"  # read back over SFTP, hashed here
+    assert files["small.txt"]["level"] == "checksum"
+    assert files["small.txt"]["evidence"] == ["read-back"]  # read back over SFTP, hashed here
     assert result_event(res.stdout)["size_only"] == 1
     assert (remote / "big.bin").read_bytes() == (tmp_path / "big.bin").read_bytes()
     assert (remote / "small.txt").read_bytes() == (tmp_path / "small.txt").read_bytes()
     (remote / "big.bin").unlink()
     (remote / "small.txt").unlink()
     res = ferry.ok("cp", "--verify", "blake3", tmp_path / "big.bin", tmp_path / "small.txt", url(server, f"{remote}/"))
-    assert "blake3 checked, except 1 file(s) checked by size only (ferry queue show" in res.stderr, res.stderr
+    assert "2 copied: 1 blake3-checked, 1 size only;" in res.stderr, res.stderr
+    assert "(ferry queue show" in res.stderr, res.stderr

@@ -10,6 +10,8 @@ from PySide6.QtCore import QModelIndex, Qt
 
 from ferry.backends.base import Entry, Kind
 from ferry.core.address import Address
+from ferry.core.errors import Action
+from ferry.core.outcomes import Evidence, Level, SkipReason, Verification
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import NewTask, Store, TaskResult
 from ferry.ui.listing_model import KIND, MODIFIED, NAME, SIZE, EntryRole, ListingModel, display_name
@@ -145,38 +147,50 @@ def test_queue_filters_and_failure_fixes() -> None:
         m.set_filter(name)
         assert [j.id for j in m.jobs()] == expected, name
     assert m.data(m.index(2, STATE)) == "failed: x"
-    assert fix_for("Host key for x is not trusted")[1] == "Trust key…"  # type: ignore[index]
-    assert fix_for("Wrong password for ferrytest")[1] == "Log in again"  # type: ignore[index]
-    assert fix_for("No space left on device")[1] == "Free space, then retry"  # type: ignore[index]
-    assert fix_for(None) is None
+    assert fix_for(Action.TRUST_HOST_KEY) == (Action.TRUST_HOST_KEY, "Trust key…")
+    assert fix_for(Action.LOGIN) == (Action.LOGIN, "Log in again")
+    assert fix_for(Action.FREE_SPACE) == (Action.FREE_SPACE, "Free space, then retry")
+    assert fix_for(None) == (Action.RETRY, "Retry")
+    assert fix_for(None, failed=False) is None
     assert not m.index(9, 0).isValid() and m.parent(QModelIndex()) == QModelIndex()
 
 
-def test_a_finished_job_says_how_many_files_were_only_size_checked(tmp_path: Path) -> None:
-    """The Verify column names the mode asked for, and, once the job is over, how many files the
-    destination could check by size only (an SSH host without b3sum for a BLAKE3 job)."""
+def test_a_finished_job_says_what_its_files_reached(tmp_path: Path) -> None:
+    """While a job runs the Verify column names the mode asked for; once it is over it says what
+    the files reached, from the typed outcomes (never the configured method over files that were
+    size-checked or skipped), and the Fix button offers the action the engine stored."""
     store = Store(tmp_path / "queue.db")
     try:
         job_id = store.create_job(["/src"], "/dst", JobOptions(verify="blake3"), [("/src", "/dst", "src")])
-        store.add_tasks(job_id, [NewTask("file", f"/src/{n}", f"/dst/{n}", n, 10, None) for n in ("a", "b", "c")])
+        names = ("a", "b", "c", "d")
+        store.add_tasks(job_id, [NewTask("file", f"/src/{n}", f"/dst/{n}", n, 10, None) for n in names])
         ids = [t.id for t in store.tasks(job_id)]
         poller = QueuePoller(None, lambda fn: None, lambda snap: None)
-        store.finish_tasks([TaskResult(ids[0], "done", 1, "blake3", "ab", "blake3 match")])
+        checked = Verification(Level.CHECKSUM, "blake3", (Evidence.READBACK,), "blake3 match")
+        store.finish_tasks([TaskResult.done(ids[0], 1, checked, "ab")])
         running = poller.read(store).jobs[0]
-        assert running.size_only == 0  # not counted while the job runs
+        assert running.outcomes is None  # not counted while the job runs
+        # The note of a size-checked file may say anything: only its level counts.
+        size = Verification(Level.SIZE, "blake3", (), "blake3 match? no: size only")
         store.finish_tasks(
             [
-                TaskResult(ids[1], "done", 1, "blake3", "cd", "size only (the server has no b3sum to check blake3)"),
-                TaskResult(ids[2], "done", 1, "blake3", "ef", "size only (the server has no b3sum to check blake3)"),
+                TaskResult.done(ids[1], 1, size, "cd"),
+                TaskResult.done(ids[2], 1, size, "ef"),
+                TaskResult.skipped(ids[3], 1, SkipReason.IDENTICAL, "already there"),
             ]
         )
         store.set_job_state(job_id, "done")
         row = poller.read(store).jobs[0]
-        assert row.size_only == 2
+        assert row.outcomes is not None and row.outcomes.below(Level.CHECKSUM) == 2
+        store.set_job_state(
+            job_id, "failed", "wrong password? no: the bucket said so", error_kind="auth", error_action=Action.LOGIN
+        )
+        failed = poller.read(store).jobs[0]
     finally:
         store.close()
     m = QueueModel()
-    m.apply(QueueSnapshot([row]))
-    assert m.data(m.index(0, VERIFY)) == "blake3 checked, 2 by size only"
-    m.apply(QueueSnapshot([replace(row, size_only=0)]))
+    m.apply(QueueSnapshot([running]))
     assert m.data(m.index(0, VERIFY)) == "blake3 checked"
+    m.apply(QueueSnapshot([row]))
+    assert m.data(m.index(0, VERIFY)) == "3 copied: 1 blake3-checked, 2 size only; 1 skipped (1 identical)"
+    assert fix_for(failed.error_action) == (Action.LOGIN, "Log in again")
