@@ -163,6 +163,9 @@ def _job_dict(store: Store, job: Job) -> dict[str, Any]:
         "files_queued": c.count("queued") + c.count("running"),
         "bytes_done": c.size("done") + c.size("skipped"),
         "options": json.loads(job.options.to_json()),
+        "error_kind": job.error_kind,
+        "error_action": job.error_action,
+        **({"outcomes": store.outcome_counts(job.id).to_json()} if job.state in ("done", "failed", "cancelled") else {}),
         **_watch_counters(store, job.id),
     }
 
@@ -196,9 +199,16 @@ def cmd_list(args: argparse.Namespace) -> int:
             f"{d['id']:>4}  {d['state']:9}  {_progress(d):>13}  {format_size(d['bytes_total']):>10}  "
             f"{d['files_failed']:>6}  {tc.escape_name(src)} -> {tc.escape_name(d['destination'])}"
         )
+        if "outcomes" in d and d["files_total"]:
+            print(f"{'':>6}{describe_counts(store.outcome_counts(d['id']), _algo(d))}")
         if d["message"]:
             print(f"{'':>6}{d['message']}")
     return EXIT_OK
+
+
+def _algo(d: dict[str, Any]) -> str | None:
+    verify = d["options"].get("verify")
+    return verify if verify in ("sha256", "blake3") else None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
