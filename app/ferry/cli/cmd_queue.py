@@ -146,6 +146,8 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def _job_dict(store: Store, job: Job) -> dict[str, Any]:
+    from ferry.transfers.store import JOB_FINISHED
+
     c = store.counts(job.id)
     return {
         "id": job.id,
@@ -165,7 +167,7 @@ def _job_dict(store: Store, job: Job) -> dict[str, Any]:
         "options": json.loads(job.options.to_json()),
         "error_kind": job.error_kind,
         "error_action": job.error_action,
-        **({"outcomes": store.outcome_counts(job.id).to_json()} if job.state in ("done", "failed", "cancelled") else {}),
+        **({"outcomes": store.outcome_counts(job.id).to_json()} if job.state in JOB_FINISHED else {}),
         **_watch_counters(store, job.id),
     }
 
