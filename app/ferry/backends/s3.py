@@ -27,7 +27,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, BinaryIO
 
-from ferry.backends.base import Backend, Capabilities, Entry, Kind, ResumeSlot, Writer
+from ferry.backends.base import Backend, Capabilities, Entry, EvidenceCheck, Kind, ResumeSlot, Writer
 from ferry.backends.s3_client import (
     MAX_SINGLE_COPY,
     MIN_PART,
@@ -43,6 +43,7 @@ from ferry.backends.s3_client import (
     read_timeout,
     settings_for,
 )
+from ferry.backends.s3_evidence import Facts, NoEvidence, candidates, no_evidence_note, uniform_layout
 from ferry.backends.s3_fast import Fallback, FastS3, fast_path_at, fast_path_for
 from ferry.backends.s3_names import encode_name
 from ferry.backends.s3_read import RangedReader
@@ -76,6 +77,12 @@ STAT_GET = 256 << 10
 BODY_TTL = 30.0
 READ_RANGE = 16 << 20  # bytes per ranged GET when downloading a large object in parallel
 ARCHIVE_CLASSES = ("GLACIER", "DEEP_ARCHIVE")
+# Up to this size a download is checked with what stat() already saw (an MD5 ETag, Ferry's
+# SHA-256, a checksum the GET carried): hashing 1 MiB with MD5 costs ~1.6 ms here, about what one
+# more request costs. A larger object gets one HEAD asking for the store's checksums, which may
+# name a cheaper one (CRC32: ~0.45 ms per MiB; CRC64NVME with awscrt: ~0.1 ms).
+EVIDENCE_HEAD = 1 << 20
+MAX_PART_HEADS = 1000  # part sizes asked one HEAD each, only for multipart objects of unequal parts
 REVOKE_NOTE = (
     "S3 pre-signed links cannot be revoked early: they stop working when they expire, or when the "
     "access key that signed them is deactivated or rotated"
@@ -223,6 +230,7 @@ class S3Backend(Backend):
         hashes=HASH_ALGORITHMS,  # from Ferry's metadata when it stored one, else by reading
         slow_hash=True,
         readback=True,  # the server checks Content-MD5 and returns MD5 ETags we compare
+        source_evidence=True,  # downloads are compared with the store's checksums or ETags
         empty_dirs=True,  # zero-byte "prefix/" markers
         set_mtime=False,  # kept as metadata at upload only (S3 cannot change it afterwards)
         mtime_precision=1.0,
@@ -246,6 +254,7 @@ class S3Backend(Backend):
         self._absent: dict[str, float] = {}  # "a/b/" -> when it was seen holding no key at all
         self._touched: set[str] = set()  # keys written through this backend, and their "a/", "a/b/"
         self._bodies: dict[str, tuple[float, bytes, int, str]] = {}  # stat()'s first bytes, size, ETag
+        self._layouts: dict[tuple[str, str], builtins.list[int]] = {}  # (key, ETag) -> part sizes asked
         self._workers = workers
         # Restore waits: tests shorten these through the environment.
         self.restore_poll = float(os.environ.get("FERRY_S3_RESTORE_POLL", "300"))
@@ -312,26 +321,34 @@ class S3Backend(Backend):
             return None
         return fast_path_at(endpoint, region, self._session, read_timeout())
 
-    def get_object(self, key: str, byte_range: str | None) -> Any:
-        """GetObject of one range (read whole by the caller): the lean path, else botocore."""
+    def get_object(self, key: str, byte_range: str | None, *, checksum_mode: bool = False) -> Any:
+        """GetObject of one range (read whole by the caller): the lean path, else botocore.
+        ``checksum_mode`` asks for the stored checksums on the lean path only (botocore would
+        validate a whole-object checksum against the range and fail)."""
         fast = self.fast
         if fast is not None and fast.enabled:
             try:
-                return fast.get_object(self.bucket, key, byte_range)
+                return fast.get_object(self.bucket, key, byte_range, checksum_mode=checksum_mode)
             except Fallback:
                 pass
         kw = {"Range": byte_range} if byte_range else {}
         return self.client.get_object(Bucket=self.bucket, Key=key, **kw)
 
-    def head_object(self, key: str) -> Mapping[str, Any]:
-        """HeadObject: the lean path, else botocore."""
+    def head_object(
+        self, key: str, *, checksum_mode: bool = False, part_number: int | None = None
+    ) -> Mapping[str, Any]:
+        """HeadObject: the lean path, else botocore. ``checksum_mode`` asks for the additional
+        checksums, ``part_number`` for one part of a multipart object."""
         fast = self.fast
         if fast is not None and fast.enabled:
             try:
-                return fast.head_object(self.bucket, key)
+                return fast.head_object(self.bucket, key, checksum_mode=checksum_mode, part_number=part_number)
             except Fallback:
                 pass
-        head: Mapping[str, Any] = self.client.head_object(Bucket=self.bucket, Key=key)
+        kw: dict[str, Any] = {"ChecksumMode": "ENABLED"} if checksum_mode else {}
+        if part_number is not None:
+            kw["PartNumber"] = part_number
+        head: Mapping[str, Any] = self.client.head_object(Bucket=self.bucket, Key=key, **kw)
         return head
 
     def delete_object(self, key: str) -> None:
@@ -634,14 +651,14 @@ class S3Backend(Backend):
     def _head_by_get(self, key: str) -> Mapping[str, Any]:
         """HeadObject's answer, from a GET of the first STAT_GET bytes where the store allows."""
         try:
-            resp = self.get_object(key, f"bytes=0-{STAT_GET - 1}")
+            resp = self.get_object(key, f"bytes=0-{STAT_GET - 1}", checksum_mode=True)
         except Exception as exc:
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
             if code in ("NoSuchKey", "NoSuchBucket", "404", "NotFound"):
                 raise
             # An empty object (416 InvalidRange), an archived one (InvalidObjectState: HEAD shows
             # its restore state) or anything else: HEAD as before.
-            head: Mapping[str, Any] = self.client.head_object(Bucket=self.bucket, Key=key)
+            head: Mapping[str, Any] = self.client.head_object(Bucket=self.bucket, Key=key, ChecksumMode="ENABLED")
             return head
         try:
             body: bytes = resp["Body"].read()
@@ -677,9 +694,13 @@ class S3Backend(Backend):
         extra: dict[str, str] = {}
         for field, name in (
             ("ChecksumSHA256", "checksum_sha256"),
+            ("ChecksumSHA1", "checksum_sha1"),
             ("ChecksumCRC32", "checksum_crc32"),
             ("ChecksumCRC32C", "checksum_crc32c"),
             ("ChecksumCRC64NVME", "checksum_crc64nvme"),
+            ("ChecksumType", "checksum_type"),
+            ("ServerSideEncryption", "sse"),
+            ("SSECustomerAlgorithm", "sse_c"),
         ):
             if head.get(field):
                 extra[name] = str(head[field])
@@ -833,6 +854,103 @@ class S3Backend(Backend):
         if algo in entry.hashes:
             return entry.hashes[algo]  # Ferry stored it at upload, checked by the server then
         return super().hash(path, algo, cancel)
+
+    # -- what the store keeps about an object's bytes (base.SourceEvidence) --
+    def evidence_for(self, entry: Entry) -> EvidenceCheck:
+        """A check of ``entry``'s bytes (fed by the copy from byte 0) against the cheapest evidence
+        the store keeps (:mod:`ferry.backends.s3_evidence`). Small objects use what stat() saw;
+        larger ones cost one HEAD with ``ChecksumMode=ENABLED`` (and, for a multipart ETag or a
+        composite checksum, one or two HEADs with ``PartNumber`` for the part layout)."""
+        key = self._key(entry.path)
+        size = entry.size or 0
+        facts = Facts.from_entry(entry.meta, entry.hashes, size)
+        found, _ = candidates(facts, None)
+        if size > EVIDENCE_HEAD or not any(not c.layout for c in found):
+            head = self._call_head(key, checksum_mode=True)
+            etag = str(head.get("ETag") or "").strip('"')
+            if facts.etag and etag and etag != facts.etag:
+                raise Transient(f"{self.display(key)} changed on the server during the download")
+            if int(head.get("ContentLength", size)) != size:
+                raise Transient(f"{self.display(key)} changed on the server during the download")
+            facts = Facts.from_head(head, size)
+        count = facts.parts
+        found, why = candidates(facts, lambda: self._part_sizes(key, facts.etag, count))
+        found.sort(key=lambda c: (c.cost, c.layout))
+        for c in found:
+            if not c.layout:
+                return c.build(None, False)
+            layout, assumed, note = self._layout(key, facts, c.parts)
+            if layout is None:
+                why.append(note)
+                continue
+            return c.build(layout, assumed)
+        return NoEvidence(no_evidence_note(why))
+
+    def _call_head(self, key: str, **kw: Any) -> Mapping[str, Any]:
+        try:
+            return self.head_object(key, **kw)
+        except Exception as exc:
+            raise self._err(exc, self.display(key)) from exc
+
+    def _head_part(self, key: str, number: int) -> tuple[int, int] | None:
+        """(size of part ``number``, the part count the store says or 0), or None where the store
+        does not answer for parts."""
+        try:
+            head = self.head_object(key, part_number=number)
+        except Exception as exc:
+            err = self._err(exc, self.display(key))
+            if err.kind in ("auth", "transient") and not isinstance(err, NotFound):
+                raise err from exc
+            return None  # an error answer for a part number: the store does not serve parts
+        told = head.get("PartsCount")
+        try:
+            count = int(told) if told is not None else 0
+        except (TypeError, ValueError):
+            count = 0
+        return int(head.get("ContentLength", -1)), count
+
+    def _layout(self, key: str, facts: Facts, count: int) -> tuple[builtins.list[int] | None, bool, str]:
+        """The part sizes of a multipart object: (sizes, assumed uniform, why not). Part 1's size
+        and the last part's are asked; when they fit equal parts, the layout is assumed uniform (a
+        mismatch then asks every part before calling the bytes wrong); otherwise every part's size
+        is asked, up to MAX_PART_HEADS parts."""
+        cached = self._layouts.get((key, facts.etag))
+        if cached is not None and len(cached) == count:
+            return cached, False, ""
+        unsupported = (
+            f"the store does not tell the sizes of the {count} parts (HeadObject with PartNumber), which the "
+            "multipart ETag and a composite checksum are computed from"
+        )
+        first = self._head_part(key, 1)
+        if first is None or first[0] <= 0 or (count > 1 and first[0] >= facts.size):
+            return None, False, unsupported  # rclone serve s3 answers the whole object for any part
+        if first[1] and first[1] != count:
+            return None, False, f"the store says {first[1]} parts, its ETag {count}"
+        layout = uniform_layout(facts.size, count, first[0])
+        if layout is not None:
+            if count == 1:
+                return layout, False, ""
+            last = self._head_part(key, count)
+            if last is not None and last[0] == layout[-1]:
+                return layout, True, ""
+        sizes = self._part_sizes(key, facts.etag, count)
+        if sizes is None or sum(sizes) != facts.size:
+            return None, False, unsupported if sizes is None else "the parts' sizes do not add up to the object's"
+        return sizes, False, ""
+
+    def _part_sizes(self, key: str, etag: str, count: int) -> builtins.list[int] | None:
+        """Every part's size, one HEAD each (in parallel), kept for the next download of the same
+        version; None when the store does not tell them, or there are too many to ask."""
+        if count > MAX_PART_HEADS:
+            return None
+        found = builtins.list(self.executor.map(lambda n: self._head_part(key, n), range(1, count + 1)))
+        if any(f is None or f[0] < 0 for f in found):
+            return None
+        sizes = [f[0] for f in found if f is not None]
+        if len(self._layouts) > 1000:
+            self._layouts.clear()
+        self._layouts[(key, etag)] = sizes
+        return sizes
 
     # -- writing --
     def open_write(

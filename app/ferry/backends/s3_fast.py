@@ -48,10 +48,14 @@ _RESPONSE_HEADERS = {
     "x-amz-restore": "Restore",
     "x-amz-server-side-encryption": "ServerSideEncryption",
     "x-amz-checksum-sha256": "ChecksumSHA256",
+    "x-amz-checksum-sha1": "ChecksumSHA1",
     "x-amz-checksum-crc32": "ChecksumCRC32",
     "x-amz-checksum-crc32c": "ChecksumCRC32C",
     "x-amz-checksum-crc64nvme": "ChecksumCRC64NVME",
     "x-amz-version-id": "VersionId",
+    "x-amz-checksum-type": "ChecksumType",
+    "x-amz-mp-parts-count": "PartsCount",
+    "x-amz-server-side-encryption-customer-algorithm": "SSECustomerAlgorithm",
 }
 
 
@@ -321,9 +325,16 @@ class FastS3:
         self._answer(status, got, data)
         return _shape(got, len(body))
 
-    def get_object(self, bucket: str, key: str, byte_range: str | None) -> dict[str, Any]:
-        """GetObject (optionally ranged); the body is read whole (callers ask at most one range)."""
+    def get_object(
+        self, bucket: str, key: str, byte_range: str | None, *, checksum_mode: bool = False
+    ) -> dict[str, Any]:
+        """GetObject (optionally ranged); the body is read whole (callers ask at most one range).
+        With ``checksum_mode`` the store is asked for the object's additional checksums (some
+        answer them on a ranged GET too, e.g. ``rclone serve s3``; AWS and moto only on HEAD or a
+        whole GET). Nothing here validates them against a range: the caller only records them."""
         headers = {"Range": byte_range} if byte_range else {}
+        if checksum_mode:
+            headers["x-amz-checksum-mode"] = "ENABLED"
         status, got, data = self._request("GET", bucket, key, headers, b"", EMPTY_SHA256)
         if status == 416:
             raise Fallback("416")  # botocore's InvalidRange, which the callers handle
@@ -333,10 +344,15 @@ class FastS3:
         resp["Body"] = _Body(data)
         return resp
 
-    def head_object(self, bucket: str, key: str) -> dict[str, Any]:
+    def head_object(
+        self, bucket: str, key: str, *, checksum_mode: bool = False, part_number: int | None = None
+    ) -> dict[str, Any]:
         """HeadObject. A 404 is "no such key" as botocore words a HEAD's (its answer has no body:
-        code "404"); any other unhappy answer goes to botocore."""
-        status, got, data = self._request("HEAD", bucket, key, {}, b"", EMPTY_SHA256)
+        code "404"); any other unhappy answer goes to botocore. ``checksum_mode`` asks for the
+        additional checksums, ``part_number`` for one part of a multipart object (its size)."""
+        headers = {"x-amz-checksum-mode": "ENABLED"} if checksum_mode else {}
+        query = f"partNumber={part_number}" if part_number is not None else ""
+        status, got, data = self._request("HEAD", bucket, key, headers, b"", EMPTY_SHA256, query)
         if status == 404:
             raise FastError("404", 404, "Not Found")
         self._answer(status, got, data)
