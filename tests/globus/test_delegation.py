@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from ferry.backends.globus_tasks import KEY_SUBMISSION, KEY_TASK, VERIFIED_BY_GLOBUS
+from ferry.backends.globus.tasks import KEY_SUBMISSION, KEY_TASK, VERIFIED_BY_GLOBUS
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
 from ferry.credentials import globus_auth
@@ -190,7 +190,7 @@ def test_ask_policy_keeps_existing_files_and_says_so(fake: FakeGlobus, tmp_path:
 def test_encrypt_notify_deadline_label_from_job_values(fake: FakeGlobus, tmp_path: Path) -> None:
     import json
 
-    from ferry.backends.globus_tasks import KEY_OPTIONS
+    from ferry.backends.globus.tasks import KEY_OPTIONS
 
     store = Store(tmp_path / "q.db")
     job_id, _, _ = _job(fake, store, on_conflict="newer")

@@ -12,8 +12,9 @@ import pytest
 import responses
 from globus_sdk.testing import RegisteredResponse, ResponseSet, construct_error, load_response, register_response_set
 
-from ferry.backends import globus as gb
 from ferry.backends.base import Kind
+from ferry.backends.globus import backend as gb
+from ferry.backends.globus.errors import map_error
 from ferry.core.address import parse_address
 from ferry.core.errors import (
     AlreadyExists,
@@ -120,7 +121,7 @@ def test_ls_pages_until_a_short_page(backend: gb.GlobusBackend, monkeypatch: pyt
 
 
 def test_delete_is_a_task_followed_to_its_end(backend: gb.GlobusBackend) -> None:
-    from ferry.backends.globus_tasks import run_delete
+    from ferry.backends.globus.tasks import run_delete
 
     load_response(globus_sdk.TransferClient.get_submission_id)
     meta = load_response(globus_sdk.TransferClient.submit_delete).metadata
@@ -136,7 +137,7 @@ def test_delete_is_a_task_followed_to_its_end(backend: gb.GlobusBackend) -> None
 
 
 def test_failed_delete_raises_with_the_fatal_error(backend: gb.GlobusBackend) -> None:
-    from ferry.backends.globus_tasks import run_delete
+    from ferry.backends.globus.tasks import run_delete
 
     load_response(globus_sdk.TransferClient.get_submission_id)
     task_id = load_response(globus_sdk.TransferClient.submit_delete).metadata["task_id"]
@@ -167,7 +168,7 @@ def test_map_error(status: int, code: str, expected: type[FerryError]) -> None:
     if code == "ConsentRequired":
         body["required_scopes"] = [f"urn:globus:auth:scope:transfer.api.globus.org:all[*https://x/{COLL}]"]
     exc = construct_error(http_status=status, body=body, error_class=globus_sdk.TransferAPIError)
-    mapped = gb._map_error(exc, "doing something")
+    mapped = map_error(exc, "doing something")
     assert type(mapped) is expected
     assert f"the service says {code}" in mapped.message
     assert "r1" in mapped.detail
@@ -175,4 +176,4 @@ def test_map_error(status: int, code: str, expected: type[FerryError]) -> None:
 
 def test_network_error_is_transient() -> None:
     exc = globus_sdk.NetworkError("connection refused", ConnectionError("refused"))
-    assert isinstance(gb._map_error(exc, "listing"), Transient)
+    assert isinstance(map_error(exc, "listing"), Transient)

@@ -25,7 +25,8 @@ from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Unsupported
 from ferry.core.hashing import Hasher
-from ferry.core.outcomes import Evidence
+from ferry.core.outcomes import Evidence, TaskState, Verification
+from ferry.core.progress import Accounting
 
 
 class Kind(StrEnum):
@@ -306,3 +307,80 @@ class Backend(ABC):
 Prompter = Callable[[str, bool], str]
 """Asks the person a question (prompt text, echo) and returns the answer; used for passwords,
 one-time codes and host-key decisions by the remote backends."""
+
+
+# ---- delegation: a service moves a whole job's bytes (Globus); the engine implements the sink ----
+
+
+@dataclass(frozen=True)
+class DelegatedJob:
+    """A Ferry job as a delegation sees it: what to copy and the choices the service must honour."""
+
+    id: int
+    roots: tuple[tuple[str, str, str], ...]  # (source path, destination path, path within the job)
+    checksums: bool  # verification was asked for: the service compares checksums
+    on_conflict: str  # ask, skip, overwrite, newer, different, resume or rename
+    preserve_mtime: bool
+    label: str | None
+
+
+@dataclass(frozen=True)
+class DelegatedRow:
+    """One file or folder of a delegated job, as the job's list records it."""
+
+    kind: str  # file, dir
+    src: str
+    dst: str
+    rel: str
+    size: int | None = None
+    mtime_us: int | None = None
+
+
+class DelegationSink(Protocol):
+    """Where a delegation reports one job. The engine implements it over the queue
+    (``ferry.transfers.delegated``): a backend never sees the queue itself."""
+
+    @property
+    def accounting(self) -> Accounting:
+        """Files and bytes as the service reports them."""
+        ...
+
+    @property
+    def cancel(self) -> CancelToken:
+        """Fires on cancel (then cancel the service's task), pause or shutdown (detach: it goes on)."""
+        ...
+
+    def value(self, key: str) -> str | None:
+        """A value saved with the job (a submission or task id); it survives a crash."""
+        ...
+
+    def set_value(self, key: str, value: str | None) -> None: ...
+
+    def open_rows(self) -> Iterator[DelegatedRow]:
+        """The job's rows that have not ended (queued, or put back by a retry)."""
+        ...
+
+    def finish_rows(
+        self,
+        rows: list[DelegatedRow],
+        state: TaskState,
+        *,
+        verification: Verification | None = None,
+        error: str | None = None,
+    ) -> None:
+        """Record ``rows`` (added where missing) and end the open ones among them: done as
+        ``verification`` says, or failed or cancelled with ``error`` (the service's words)."""
+        ...
+
+    def job_changed(self, message: str) -> None:
+        """A sentence for people about the running job (a warning line, the window's status)."""
+        ...
+
+
+class JobDelegate(Protocol):
+    """What ``delegation(src, dst)`` on a backend offers: a service that moves a whole job."""
+
+    def run_job(self, job: DelegatedJob, sink: DelegationSink) -> None:
+        """Submit (or reattach to) the service's task for ``job``, follow it until it ends or
+        ``sink.cancel`` fires, and record its rows through ``sink``."""
+        ...

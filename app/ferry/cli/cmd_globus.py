@@ -241,7 +241,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def _this_computer_quiet() -> Any:
-    from ferry.backends.globus_local import this_computer
+    from ferry.backends.globus.local import this_computer
 
     try:
         return this_computer()
@@ -250,7 +250,7 @@ def _this_computer_quiet() -> Any:
 
 
 def cmd_this_computer(args: argparse.Namespace) -> int:
-    from ferry.backends.globus_local import this_computer
+    from ferry.backends.globus.local import this_computer
 
     here = this_computer()
     if here is None:
@@ -298,7 +298,7 @@ def _notify(text: str) -> list[str]:
 
 
 def _extra_options(args: argparse.Namespace) -> dict[str, Any]:
-    from ferry.backends.globus_tasks import iso_deadline
+    from ferry.backends.globus.tasks import iso_deadline
 
     extra: dict[str, Any] = {"notify": _notify(args.notify)}
     if args.encrypt is not None:
@@ -315,7 +315,7 @@ def _extra_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_transfer(args: argparse.Namespace) -> int:
     """A delegated job with Globus's own options, then followed like 'ferry cp' (or left queued)."""
-    from ferry.backends.globus_tasks import KEY_OPTIONS
+    from ferry.backends.globus.tasks import KEY_OPTIONS
     from ferry.backends.registry import BackendPool
     from ferry.cli import transfer_common as tc
     from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
@@ -373,7 +373,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     """Cancel the service's task and the job: a detached task (paused, or no runner) keeps going otherwise."""
     from ferry.backends.globus import GlobusBackend
-    from ferry.backends.globus_tasks import KEY_TASK
+    from ferry.backends.globus.tasks import KEY_TASK
     from ferry.core.address import parse_address
     from ferry.transfers.store import Store
 
@@ -420,7 +420,7 @@ class _GlobusListener:
 def _timers_call(what: str, fn: Any) -> Any:
     import globus_sdk
 
-    from ferry.backends.globus import _map_error
+    from ferry.backends.globus.errors import map_error as _map_error
 
     auth = _auth()
     client = auth.timers_client()
@@ -434,7 +434,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     from globus_sdk import OnceTimerSchedule, RecurringTimerSchedule, TransferData, TransferTimer
 
     from ferry.backends.globus import GlobusBackend
-    from ferry.backends.globus_tasks import SYNC_LEVELS
+    from ferry.backends.globus.tasks import SYNC_LEVELS
     from ferry.core.schedule import parse_start_at
     from ferry.core.units import parse_duration
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ferry.backends.globus.service import TransferService
 from ferry.core.errors import FerryError
 
 
@@ -46,12 +47,8 @@ def this_computer() -> ThisComputer | None:
     cid = gcp_collection_id()
     if cid is None:
         return None
-    from ferry.backends.globus import GlobusBackend
-    from ferry.core.address import Address
-
-    backend = GlobusBackend(Address("globus", "/", host=cid))
     try:
-        doc = backend.collection_doc()
+        doc = TransferService(cid).collection_doc()
     except FerryError as exc:
         return ThisComputer(cid, "This computer", None, exc.message)
     connected = doc.get("gcp_connected")

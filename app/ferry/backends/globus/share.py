@@ -17,7 +17,7 @@ from ferry.core.errors import NotFound, Unsupported, UsageError
 from ferry.sharing.base import Link, ShareRequest
 
 if TYPE_CHECKING:
-    from ferry.backends.globus import GlobusBackend
+    from ferry.backends.globus.service import Collection
 
 WEB_APP = "https://app.globus.org/file-manager"
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -28,7 +28,7 @@ def web_link(collection: str, path: str) -> str:
     return f"{WEB_APP}?{urlencode({'origin_id': collection, 'origin_path': path or '/'})}"
 
 
-def share(backend: GlobusBackend, path: str, request: ShareRequest) -> Link:
+def make_link(backend: Collection, path: str, request: ShareRequest) -> Link:
     target = backend.display(path)
     if request.upload:
         raise Unsupported("Globus has no upload links: grant write access instead (--grant ... --permissions rw)")
@@ -59,7 +59,7 @@ def share(backend: GlobusBackend, path: str, request: ShareRequest) -> Link:
     )
 
 
-def _grant(backend: GlobusBackend, path: str, request: ShareRequest, target: str) -> Link:
+def _grant(backend: Collection, path: str, request: ShareRequest, target: str) -> Link:
     doc = backend.collection_doc()
     if doc.get("entity_type") not in GUEST_TYPES and not doc.get("host_endpoint_id"):
         raise Unsupported(
@@ -105,7 +105,7 @@ def _grant(backend: GlobusBackend, path: str, request: ShareRequest, target: str
     )
 
 
-def _identity_id(backend: GlobusBackend, who: str) -> str:
+def _identity_id(backend: Collection, who: str) -> str:
     if _UUID.match(who):
         return who
     from globus_sdk import GlobusAPIError
@@ -120,7 +120,7 @@ def _identity_id(backend: GlobusBackend, who: str) -> str:
     return str(ids[0]["id"])
 
 
-def revoke(backend: GlobusBackend, link: Link) -> None:
+def revoke_link(backend: Collection, link: Link) -> None:
     rule_id = link.ref.get("rule_id")
     if not rule_id:
         raise Unsupported("This Globus link grants nothing by itself, so there is nothing to revoke")

@@ -4,13 +4,14 @@ Browsing goes through the Transfer API (``operation_ls`` paged at the service's 
 per call, ``operation_stat``, ``mkdir``, ``rename``; delete is a *delete task*, submitted with a
 stored submission id and followed to its end). Bytes between two collections never pass through
 this process: :meth:`GlobusBackend.delegation` hands the whole Ferry job to one Globus transfer
-task (see :mod:`ferry.backends.globus_tasks`). Between this computer and a collection, bytes
+task (see :mod:`ferry.backends.globus.tasks`). Between this computer and a collection, bytes
 stream over the collection's HTTPS server when it has one (GCSv5), with Ferry's own scheduler,
-resume and hashing (:mod:`ferry.backends.globus_https`); otherwise Ferry says what to do instead.
+resume and hashing (:mod:`ferry.backends.globus.https`); otherwise Ferry says what to do instead.
 
-Every service call goes through :meth:`GlobusBackend.call`: ``ConsentRequired`` asks for consent
-(re-running the login with the scopes the service named) and retries once; every other service
-error is mapped to :mod:`ferry.core.errors` in :func:`_map_error`, keeping the service's message.
+Every service call goes through :meth:`~ferry.backends.globus.service.TransferService.call`:
+``ConsentRequired`` asks for consent (re-running the login with the scopes the service named) and
+retries once; every other service error is mapped to :mod:`ferry.core.errors` in
+:func:`~ferry.backends.globus.errors.map_error`, keeping the service's message.
 """
 
 from __future__ import annotations
@@ -20,41 +21,36 @@ import os
 import posixpath
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.backends.base import Backend, Capabilities, Entry, JobDelegate, Kind, Writer, temp_name
+from ferry.backends.globus import https, local, tasks
+from ferry.backends.globus.service import TransferService
+from ferry.backends.globus.share import make_link, revoke_link
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
-    Action,
     AlreadyExists,
     AuthError,
     FerryError,
-    IsADirectory,
     NotADirectory,
     NotFound,
     PermissionDenied,
     Transient,
     Unsupported,
-    UsageError,
 )
 
 if TYPE_CHECKING:
-    import globus_sdk
-
-    from ferry.credentials.globus_auth import GlobusAuth
     from ferry.sharing.base import Link, ShareRequest
-    from ferry.transfers.delegated import Delegation
 
 log = logging.getLogger(__name__)
 
 LS_PAGE = 100_000  # the service's maximum per call
 SEEN_TTL = 30.0  # seconds a listed entry may stand in for a stat
 SEEN_MAX = 200_000  # entries remembered from listings at most
-T = TypeVar("T")
 
 NO_STREAM_ADVICE = (
     "Globus collection {c} has no HTTPS server, so files cannot move between it and this computer "
@@ -79,53 +75,6 @@ _BASE_CAPS = Capabilities(
     mtime_precision=1.0,
     max_connections=4,  # Globus's own guidance for concurrent operations per user and collection
 )
-
-
-def _is_consent(exc: globus_sdk.GlobusAPIError) -> bool:
-    return exc.code == "ConsentRequired" or bool(exc.info.consent_required)
-
-
-def _map_error(exc: BaseException, what: str) -> FerryError:
-    """One place that turns the Transfer service's answers into Ferry's errors (service text kept)."""
-    import globus_sdk
-
-    if isinstance(exc, FerryError):
-        return exc
-    if isinstance(exc, globus_sdk.NetworkError):
-        return Transient(f"Cannot reach Globus while {what}: {type(exc).__name__}", detail=str(exc)[:300])
-    if not isinstance(exc, globus_sdk.GlobusAPIError):
-        return FerryError(f"Globus error while {what}: {type(exc).__name__}: {exc}")
-    code = exc.code or ""
-    said = (exc.message or code or f"HTTP {exc.http_status}").strip()
-    detail = f"HTTP {exc.http_status} {code} request_id={exc.request_id or '-'}"
-    if _is_consent(exc):
-        return AuthError(
-            f"Globus needs your consent before {what}: run 'ferry globus login' and accept ({said})",
-            detail=detail,
-            action=Action.CONSENT,
-        )
-    if "GCDisconnected" in code or "EndpointNotConnected" in code or "NotConnected" in code:
-        return Transient(
-            f"The collection is offline (its Globus Connect Personal is not connected) while {what}: {said}",
-            detail=detail,
-        )
-    if exc.http_status == 401 or code in ("AuthenticationFailed", "Unauthorized"):
-        return AuthError(f"Globus login needed: {said} (run 'ferry globus login')", detail=detail)
-    if code.endswith("NotFound") or "NotFound" in code or exc.http_status == 404:
-        return NotFound(f"Not found on Globus while {what}: {said}", detail=detail)
-    if code.endswith(".Exists") or code.endswith("Exists"):
-        return AlreadyExists(f"Already exists on Globus while {what}: {said}", detail=detail)
-    if "NotDirectory" in code:
-        return NotADirectory(f"Not a folder on Globus while {what}: {said}", detail=detail)
-    if "IsDirectory" in code:
-        return IsADirectory(f"Is a folder on Globus while {what}: {said}", detail=detail)
-    if exc.http_status == 403 or "PermissionDenied" in code or "Forbidden" in code:
-        return PermissionDenied(f"Permission denied by Globus while {what}: {said}", detail=detail)
-    if exc.http_status in (429, 500, 502, 503, 504) or code in ("ServiceUnavailable", "EndpointBusy"):
-        return Transient(f"Globus is busy or unreachable while {what}: {said}", detail=detail)
-    if exc.http_status == 400 and "Bad" in code:
-        return UsageError(f"Globus refused the request while {what}: {said}", detail=detail)
-    return FerryError(f"Globus refused while {what}: {said}", detail=detail)
 
 
 def _parse_time(text: Any) -> datetime | None:
@@ -174,68 +123,18 @@ def _doc_of(e: Entry) -> dict[str, Any]:
     }
 
 
-class GlobusBackend(Backend):
+class GlobusBackend(TransferService, Backend):
     scheme = "globus"
 
     def __init__(self, address: Address) -> None:
-        super().__init__(address)
-        self.collection = address.host
-        self._doc: dict[str, Any] | None = None
-        self._doc_lock = threading.Lock()
+        Backend.__init__(self, address)
+        TransferService.__init__(self, address.host)
         self._caps: Capabilities | None = None
-        self._auth: GlobusAuth | None = None
-        self._tc: globus_sdk.TransferClient | None = None
         self._folders: set[str] = set()  # folders known to exist (uploads check each once)
         # Entries seen in recent listings: the copier stats every source file again, and each
         # Transfer API call is a round trip to the service (tens of ms or more).
         self._seen: dict[str, tuple[float, Entry]] = {}
         self._seen_lock = threading.Lock()
-
-    # -- service access --
-    @property
-    def auth(self) -> GlobusAuth:
-        if self._auth is None:
-            from ferry.credentials.globus_auth import shared_auth
-
-            self._auth = shared_auth()
-        return self._auth
-
-    @property
-    def transfer(self) -> globus_sdk.TransferClient:
-        if self._tc is None:
-            self._tc = self.auth.transfer_client()
-        return self._tc
-
-    def call(self, what: str, fn: Callable[[globus_sdk.TransferClient], T]) -> T:
-        """Run one Transfer call: consent asked and the call retried once; errors mapped."""
-        import globus_sdk
-
-        for attempt in (1, 2):
-            try:
-                return fn(self.transfer)
-            except globus_sdk.GlobusAPIError as exc:
-                if attempt == 1 and _is_consent(exc):
-                    scopes = exc.info.consent_required.required_scopes or []
-                    self.auth.consent(list(scopes), f"{what} on collection {self.collection}")
-                    continue
-                raise _map_error(exc, what) from None
-            except globus_sdk.NetworkError as exc:
-                raise _map_error(exc, what) from None
-        raise AssertionError("unreachable")
-
-    def collection_doc(self) -> dict[str, Any]:
-        """The collection's endpoint document (name, GCS version, https_server, encryption policy)."""
-        with self._doc_lock:
-            if self._doc is None:
-                self._doc = dict(
-                    self.call("looking up the collection", lambda tc: tc.get_endpoint(self.collection)).data
-                )
-            return self._doc
-
-    @property
-    def https_server(self) -> str | None:
-        url = self.collection_doc().get("https_server")
-        return str(url).rstrip("/") if url else None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -333,19 +232,15 @@ class GlobusBackend(Backend):
         raise NotFound(f"Not found: {self.display(target)}")
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
-        from ferry.backends.globus_https import https_read
-
-        return https_read(self, path, offset, length)
+        return https.https_read(self, path, offset, length)
 
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
     ) -> Writer:
-        from ferry.backends.globus_https import HTTPSWriter
-
-        base = self._https_base()
+        base = self.https_base()
         folder, name = self.split(path)
         self._check_folder(folder)
-        return HTTPSWriter(self, base, path, self.join(folder, temp_name(name, token)), size)
+        return https.HTTPSWriter(self, base, path, self.join(folder, temp_name(name, token)), size)
 
     def _forget_seen(self) -> None:
         with self._seen_lock:
@@ -360,16 +255,15 @@ class GlobusBackend(Backend):
             raise NotADirectory(f"Not a folder: {self.display(folder)}")
         self._folders.add(folder)
 
-    def _https_base(self) -> str:
+    def https_base(self) -> str:
+        """The collection's HTTPS server, or Unsupported saying what to do instead."""
         base = self.https_server
         if base is None:
             raise Unsupported(self._no_stream_advice())
         return base
 
     def _no_stream_advice(self) -> str:
-        from ferry.backends.globus_local import gcp_collection_id
-
-        gcp = gcp_collection_id()
+        gcp = local.gcp_collection_id()
         if gcp:  # Globus Connect Personal is installed here (else Ferry would have used it)
             return (
                 f"Globus collection {self.collection} has no HTTPS server, and this computer's Globus Connect "
@@ -397,12 +291,10 @@ class GlobusBackend(Backend):
     def remove(self, path: str, *, recursive: bool = False) -> None:
         """Delete through a delete task (the service's only way), followed until it ends."""
         self._forget_seen()
-        from ferry.backends.globus_tasks import run_delete
-
         entry = self.stat(path)
         if entry.is_dir and not recursive and any(True for _ in self.list(path)):
             raise AlreadyExists(f"Folder not empty: {self.display(path)} (delete recursively)")
-        run_delete(self, [path], recursive=entry.is_dir)
+        tasks.run_delete(self, [path], recursive=entry.is_dir)
 
     def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
         self._forget_seen()
@@ -416,7 +308,7 @@ class GlobusBackend(Backend):
         )
 
     # -- optional protocols --
-    def delegation(self, src: Backend, dst: Backend) -> Delegation | None:
+    def delegation(self, src: Backend, dst: Backend) -> JobDelegate | None:
         """Collection to collection: the service moves the bytes, one Globus task per Ferry job.
 
         Between this computer and a collection: through this computer's Globus Connect Personal
@@ -424,16 +316,14 @@ class GlobusBackend(Backend):
         while Ferry is closed); else streamed over the collection's HTTPS server; else the job
         fails before it starts, with one sentence saying what to do (not once per file).
         """
-        from ferry.backends.globus_tasks import GlobusDelegation
-
         if isinstance(src, GlobusBackend) and isinstance(dst, GlobusBackend):
-            return GlobusDelegation(src, dst)
+            return tasks.GlobusDelegation(src, dst)
         other = src if dst is self else dst
         if other.scheme == "local":
             gcp = self._connected_gcp()
             if gcp is not None:
-                return GlobusDelegation(gcp, self) if other is src else GlobusDelegation(self, gcp)
-        self._https_base()
+                return tasks.GlobusDelegation(gcp, self) if other is src else tasks.GlobusDelegation(self, gcp)
+        self.https_base()
         return None
 
     def _connected_gcp(self) -> GlobusBackend | None:
@@ -444,21 +334,15 @@ class GlobusBackend(Backend):
         """
         import sys
 
-        from ferry.backends.globus_local import this_computer
-
         if sys.platform == "win32" or os.environ.get("FERRY_GLOBUS_NO_GCP"):
             return None
-        here = this_computer()
+        here = local.this_computer()
         if here is None or not here.connected:
             return None
         return GlobusBackend(Address("globus", "/", host=here.collection_id))
 
     def share(self, path: str, request: ShareRequest) -> Link:
-        from ferry.backends.globus_share import share
-
-        return share(self, path, request)
+        return make_link(self, path, request)
 
     def revoke(self, link: Link) -> None:
-        from ferry.backends.globus_share import revoke
-
-        revoke(self, link)
+        revoke_link(self, link)

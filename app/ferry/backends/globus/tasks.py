@@ -2,7 +2,7 @@
 
 The life of a delegated job (:class:`GlobusDelegation`):
 
-1. A ``submission_id`` is fetched and stored in the queue (``globus.submission_id``) *before*
+1. A ``submission_id`` is fetched and saved with the job (``globus.submission_id``) *before*
    the task is submitted. After a crash between submitting and recording the task id, the same
    submission is sent again: the service answers ``Duplicate`` with the original task, so the
    data is never submitted twice.
@@ -17,6 +17,9 @@ The life of a delegated job (:class:`GlobusDelegation`):
    ``checksum verified by Globus`` when checksums were on; a failed task leaves its roots failed
    with the service's message, so ``ferry queue retry`` submits a new task (with a sync level
    that skips what already arrived).
+
+All of it is reported through the :class:`~ferry.backends.base.DelegationSink` the engine hands
+over: saved values, rows, progress and notes. This module never sees the queue.
 """
 
 from __future__ import annotations
@@ -29,14 +32,14 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ferry.backends.globus import GlobusBackend, _map_error
+from ferry.backends.base import DelegatedJob, DelegatedRow, DelegationSink
+from ferry.backends.globus.errors import map_error
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Cancelled, FerryError, Transient, Unsupported
-from ferry.core.outcomes import NOT_VERIFIED, Evidence, Level, Verification
-from ferry.transfers.store import NewTask, TaskResult
+from ferry.core.outcomes import NOT_VERIFIED, Evidence, Level, TaskState, Verification
 
 if TYPE_CHECKING:
-    from ferry.transfers.delegated import DelegatedRun
+    from ferry.backends.globus.service import Collection
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +79,7 @@ def _wait(cancel: CancelToken | None, seconds: float) -> None:
         cancel.wait(seconds)
 
 
-def _retrying(backend: GlobusBackend, what: str, fn: Any, cancel: CancelToken | None) -> Any:
+def _retrying(backend: Collection, what: str, fn: Any, cancel: CancelToken | None) -> Any:
     """A status call that may fail for a while (laptop asleep, network down): keep trying."""
     delay = poll_interval()
     while True:
@@ -98,7 +101,7 @@ def nice_status(task: dict[str, Any]) -> str:
     return status
 
 
-def task_failure_message(backend: GlobusBackend, task: dict[str, Any]) -> str:
+def task_failure_message(backend: Collection, task: dict[str, Any]) -> str:
     """The service's own words for why a task failed: its fatal error, else its last error event."""
     fatal = task.get("fatal_error") or {}
     if isinstance(fatal, dict) and (fatal.get("description") or fatal.get("code")):
@@ -117,7 +120,7 @@ def event_text(event: dict[str, Any]) -> str:
     return desc
 
 
-def _error_events(backend: GlobusBackend, task_id: str, limit: int = 100) -> Iterator[dict[str, Any]]:
+def _error_events(backend: Collection, task_id: str, limit: int = 100) -> Iterator[dict[str, Any]]:
     try:
         res = backend.call(
             "reading the task's events",
@@ -133,83 +136,80 @@ def _error_events(backend: GlobusBackend, task_id: str, limit: int = 100) -> Ite
 class GlobusDelegation:
     """One Ferry job as one Globus transfer task (see the module's docstring)."""
 
-    def __init__(self, src: GlobusBackend, dst: GlobusBackend) -> None:
+    def __init__(self, src: Collection, dst: Collection) -> None:
         self.src = src
         self.dst = dst
         self.backend = src  # whose Transfer client talks to the service (the same account)
 
     # ---- the job ----
-    def run_job(self, run: DelegatedRun) -> None:
+    def run_job(self, job: DelegatedJob, sink: DelegationSink) -> None:
         import json
 
-        job, store = run.job, run.store
-        extra: dict[str, Any] = json.loads(store.job_value(job.id, KEY_OPTIONS) or "{}")
+        extra: dict[str, Any] = json.loads(sink.value(KEY_OPTIONS) or "{}")
         try:
-            task_id = store.job_value(job.id, KEY_TASK)
+            task_id = sink.value(KEY_TASK)
             if task_id:
-                task = self._get_task(task_id, run.cancel)
-                if task["status"] in TERMINAL and store.open_task_count(job.id):
+                task = self._get_task(task_id, sink.cancel)
+                if task["status"] in TERMINAL and any(True for _ in sink.open_rows()):
                     # 'ferry queue retry' put failed rows back: this is a new attempt.
-                    store.set_job_value(job.id, KEY_TASK, None)
-                    store.set_job_value(job.id, KEY_SUBMISSION, None)
+                    sink.set_value(KEY_TASK, None)
+                    sink.set_value(KEY_SUBMISSION, None)
                     task_id = None
                     extra.setdefault("sync_level", "checksum")  # keep what already arrived
                 else:
-                    run.listener.job_changed(job.id, "running", f"reattached to Globus task {task_id}")
+                    sink.job_changed(f"reattached to Globus task {task_id}")
             if not task_id:
-                task_id = self._submit(run, extra)
-            task = self._follow(run, task_id)
+                task_id = self._submit(job, sink, extra)
+            task = self._follow(sink, task_id)
         except Cancelled:
             return
         except FerryError as exc:
-            self._record_roots(run, "failed", exc.message)
+            self._record_roots(job, sink, TaskState.FAILED, exc.message)
             return
-        if run.cancel.cancelled and task["status"] not in TERMINAL:
-            if run.cancel.reason == "cancel":
+        if sink.cancel.cancelled and task["status"] not in TERMINAL:
+            if sink.cancel.reason == "cancel":
                 self._cancel(task_id)
-                self._record_transferred(run, task_id, verified=job.options.verify != "none")
-                self._record_roots(run, "cancelled", f"Globus task {task_id} cancelled")
+                self._record_transferred(job, sink, task_id)
+                self._record_roots(job, sink, TaskState.CANCELLED, f"Globus task {task_id} cancelled")
             return  # paused or stopped: the service keeps going; the next run reattaches
-        self._record_transferred(run, task_id, verified=job.options.verify != "none")
+        self._record_transferred(job, sink, task_id)
         if task["status"] == "SUCCEEDED":
-            self._record_roots(run, "done", None)
+            self._record_roots(job, sink, TaskState.DONE, None)
         else:
-            self._record_roots(run, "failed", task_failure_message(self.backend, task))
+            self._record_roots(job, sink, TaskState.FAILED, task_failure_message(self.backend, task))
 
-    def _submit(self, run: DelegatedRun, extra: dict[str, Any]) -> str:
-        """Store the submission id, then submit: a crash in between resubmits the same id (harmless)."""
+    def _submit(self, job: DelegatedJob, sink: DelegationSink, extra: dict[str, Any]) -> str:
+        """Save the submission id, then submit: a crash in between resubmits the same id (harmless)."""
         from globus_sdk import TransferData
 
-        job, store = run.job, run.store
-        opts = job.options
-        policy = opts.on_conflict
+        policy = job.on_conflict
         if policy == "rename":
             raise Unsupported(
                 "Globus tasks cannot keep both copies under a new name: choose --on-conflict skip, "
                 "overwrite, newer or different for Globus-to-Globus copies"
             )
-        submission_id = store.job_value(job.id, KEY_SUBMISSION)
+        submission_id = sink.value(KEY_SUBMISSION)
         if not submission_id:
             res = self.backend.call("preparing the transfer", lambda tc: tc.get_submission_id())
             submission_id = str(res["value"])
-            store.set_job_value(job.id, KEY_SUBMISSION, submission_id)
+            sink.set_value(KEY_SUBMISSION, submission_id)
         if policy == "ask":
             note = (
                 "a Globus task cannot stop to ask: files that already exist are kept "
                 "(--on-conflict overwrite, newer or different replaces them)"
             )
             log.warning("%s", note)
-            run.listener.job_changed(job.id, "running", note)
+            sink.job_changed(note)
         sync_level = extra.get("sync_level") or SYNC_LEVELS.get(policy)
         encrypt = extra.get("encrypt")
         if encrypt is None:
             encrypt = self._collection_forces_encryption()
         notify = set(extra.get("notify", ["failed", "inactive"]))
         kwargs: dict[str, Any] = {
-            "label": (extra.get("label") or opts.label or f"Ferry job {job.id}")[:128],
+            "label": (extra.get("label") or job.label or f"Ferry job {job.id}")[:128],
             "submission_id": submission_id,
-            "verify_checksum": opts.verify != "none",
-            "preserve_timestamp": opts.preserve_mtime,
+            "verify_checksum": job.checksums,
+            "preserve_timestamp": job.preserve_mtime,
             "encrypt_data": bool(encrypt),
             "notify_on_succeeded": "succeeded" in notify,
             "notify_on_failed": "failed" in notify,
@@ -225,10 +225,10 @@ class GlobusDelegation:
             tdata.add_item(src_path, dst_path, recursive=entry.is_dir)
         res = self.backend.call("submitting the Globus transfer", lambda tc: tc.submit_transfer(tdata))
         task_id = str(res["task_id"])
-        store.set_job_value(job.id, KEY_TASK, task_id)
+        sink.set_value(KEY_TASK, task_id)
         if res.get("code") == "Duplicate":
             log.info("submission %s was already accepted as task %s", submission_id, task_id)
-        run.listener.job_changed(job.id, "running", f"Globus task {task_id} submitted")
+        sink.job_changed(f"Globus task {task_id} submitted")
         return task_id
 
     def _collection_forces_encryption(self) -> bool:
@@ -244,15 +244,15 @@ class GlobusDelegation:
         res = _retrying(self.backend, "checking the Globus task", lambda tc: tc.get_task(task_id), cancel)
         return dict(res.data)
 
-    def _follow(self, run: DelegatedRun, task_id: str) -> dict[str, Any]:
-        """Poll the task until it ends or ``run.cancel`` fires; feed progress and faults."""
-        acc, job = run.accounting, run.job
+    def _follow(self, sink: DelegationSink, task_id: str) -> dict[str, Any]:
+        """Poll the task until it ends or ``sink.cancel`` fires; feed progress and faults."""
+        acc = sink.accounting
         seen_files = seen_bytes = seen_skipped = seen_faults = 0
         total_known = 0
         inactive_said = False
         delay = poll_interval()
         while True:
-            task = self._get_task(task_id, run.cancel)
+            task = self._get_task(task_id, sink.cancel)
             files_total = int(task.get("files") or 0)
             if files_total > total_known:
                 acc.add_total(files_total - total_known, 0)
@@ -275,16 +275,16 @@ class GlobusDelegation:
                 for event in _error_events(self.backend, task_id, limit=faults - seen_faults):
                     note = f"Globus task {task_id} is retrying after: {event_text(event)}"
                     log.warning("%s", note)  # shown by the CLI as a warning line, kept out of JSON
-                    run.listener.job_changed(job.id, "running", note)
+                    sink.job_changed(note)
                 seen_faults = faults
             if task.get("status") == "INACTIVE" and not inactive_said:
                 note = f"Globus task {task_id} is {nice_status(task)}; Globus resumes it when the cause is fixed"
                 log.warning("%s", note)
-                run.listener.job_changed(job.id, "running", note)
+                sink.job_changed(note)
             inactive_said = task.get("status") == "INACTIVE"
-            if task.get("status") in TERMINAL or run.cancel.cancelled:
+            if task.get("status") in TERMINAL or sink.cancel.cancelled:
                 return task
-            _wait(run.cancel, delay)
+            _wait(sink.cancel, delay)
             delay = min(POLL_MAX, delay * 1.5)
 
     def _cancel(self, task_id: str) -> None:
@@ -294,8 +294,8 @@ class GlobusDelegation:
             log.warning("could not cancel Globus task %s: %s", task_id, exc.message)
 
     # ---- recording ----
-    def _rel_for(self, run: DelegatedRun, dst_path: str) -> str:
-        for _src, root_dst, rel in run.job.roots:
+    def _rel_for(self, job: DelegatedJob, dst_path: str) -> str:
+        for _src, root_dst, rel in job.roots:
             root = root_dst.rstrip("/")
             if dst_path.rstrip("/") == root:
                 return rel
@@ -303,19 +303,20 @@ class GlobusDelegation:
                 return posixpath.join(rel, dst_path[len(root) + 1 :])
         return posixpath.basename(dst_path)
 
-    def _record_transferred(self, run: DelegatedRun, task_id: str, *, verified: bool) -> None:
+    def _record_transferred(self, job: DelegatedJob, sink: DelegationSink, task_id: str) -> None:
         """The task's successful transfers become done rows (checked by Globus when checksums were on)."""
-        how = _GLOBUS_CHECKED if verified else NOT_VERIFIED
-        batch: list[NewTask] = []
+        how = _GLOBUS_CHECKED if job.checksums else NOT_VERIFIED
+        batch: list[DelegatedRow] = []
         for item in self._successful(task_id):
             src, dst = str(item.get("source_path", "")), str(item.get("destination_path", ""))
             if not src or src.endswith("/"):
                 continue  # folders are listed with a trailing slash by some servers
-            batch.append(NewTask("file", src, dst, self._rel_for(run, dst), item.get("size"), None))
+            batch.append(DelegatedRow("file", src, dst, self._rel_for(job, dst), item.get("size"), None))
             if len(batch) >= 1000:
-                self._mark(run, batch, "done", how, None)
+                sink.finish_rows(batch, TaskState.DONE, verification=how)
                 batch = []
-        self._mark(run, batch, "done", how, None)
+        if batch:
+            sink.finish_rows(batch, TaskState.DONE, verification=how)
 
     def _successful(self, task_id: str) -> Iterator[dict[str, Any]]:
         marker: Any = None
@@ -331,51 +332,29 @@ class GlobusDelegation:
             if not marker:
                 return
 
-    def _mark(
-        self, run: DelegatedRun, new: list[NewTask], state: str, verified: Verification | None, error: str | None
-    ) -> None:
-        """Insert rows (ignored where they exist) and finish the open ones among them."""
-        if not new:
-            return
-        store = run.store
-        store.add_tasks(run.job.id, new)
-        wanted = {t.src for t in new}
-        finished = [t for t in store.tasks(run.job.id, states=("queued", "running")) if t.src in wanted]
-        results = [
-            TaskResult.done(t.id, t.attempts + 1, verified or NOT_VERIFIED)
-            if state == "done"
-            else TaskResult(t.id, state, t.attempts + 1, error_kind="error", error=error)
-            for t in finished
-        ]
-        store.finish_tasks(results)
-        for task, res in zip(finished, results, strict=True):
-            run.listener.task_finished(run.job.id, task, res)
-
-    def _record_roots(self, run: DelegatedRun, state: str, error: str | None) -> None:
+    def _record_roots(self, job: DelegatedJob, sink: DelegationSink, state: TaskState, error: str | None) -> None:
         """Each root (what the person asked to copy) ends done, failed or cancelled, and so does any
         row still open (put back by a retry but not in this task's list)."""
-        verified = _GLOBUS_CHECKED if run.job.options.verify != "none" else NOT_VERIFIED
-        rows: list[NewTask] = []
-        for src_path, dst_path, rel in run.job.roots:
+        verified = _GLOBUS_CHECKED if job.checksums else NOT_VERIFIED
+        rows: list[DelegatedRow] = []
+        for src_path, dst_path, rel in job.roots:
             try:
                 is_dir = self.src.stat(src_path).is_dir
             except FerryError:
                 is_dir = False
-            rows.append(NewTask("dir" if is_dir else "file", src_path, dst_path, rel, None, None))
-        leftovers = [
-            NewTask(t.kind, t.src, t.dst, t.rel, t.size, t.mtime_us)
-            for t in run.store.tasks(run.job.id, states=("queued", "running"))
-        ]
-        self._mark(run, rows + leftovers, state, verified, error)
-        if state == "failed" and error:
-            run.listener.job_changed(run.job.id, "running", error)
+            rows.append(DelegatedRow("dir" if is_dir else "file", src_path, dst_path, rel))
+        rows.extend(sink.open_rows())
+        if rows:
+            sink.finish_rows(rows, state, verification=verified, error=error)
+        if state is TaskState.FAILED and error:
+            sink.job_changed(error)
 
 
 # ---------------------------------------------------------------- delete tasks
 
 
 def run_delete(
-    backend: GlobusBackend, paths: list[str], *, recursive: bool, cancel: CancelToken | None = None
+    backend: Collection, paths: list[str], *, recursive: bool, cancel: CancelToken | None = None
 ) -> dict[str, Any]:
     """Delete through a delete task, followed to its end like a transfer; raise with the service's words."""
     from globus_sdk import DeleteData
@@ -393,7 +372,7 @@ def run_delete(
             return task
         if task.get("status") == "FAILED":
             msg = task_failure_message(backend, task)
-            raise _map_error(FerryError(msg), "deleting") if "PermissionDenied" not in msg else _permission(msg)
+            raise map_error(FerryError(msg), "deleting") if "PermissionDenied" not in msg else _permission(msg)
         if cancel is not None and cancel.cancelled:
             backend.call("cancelling the delete", lambda tc: tc.cancel_task(task_id))
             raise Cancelled("delete cancelled")

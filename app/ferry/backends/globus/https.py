@@ -29,7 +29,7 @@ from ferry.core.errors import (
 if TYPE_CHECKING:
     import requests
 
-    from ferry.backends.globus import GlobusBackend
+    from ferry.backends.globus.service import Collection
 
 TIMEOUT = (15, 300)  # connect, read (seconds)
 _session_lock = threading.Lock()
@@ -51,7 +51,7 @@ def _url(base: str, path: str) -> str:
     return base.rstrip("/") + quote("/" + path.lstrip("/"), safe="/~")
 
 
-def _headers(backend: GlobusBackend) -> dict[str, str]:
+def _headers(backend: Collection) -> dict[str, str]:
     header = backend.auth.https_authorizer(backend.collection).get_authorization_header()
     return {"Authorization": header} if header else {}
 
@@ -75,10 +75,10 @@ def _check(resp: requests.Response, what: str) -> None:
     raise FerryError(f"The collection's HTTPS server refused while {what}: HTTP {code} {text}")
 
 
-def https_read(backend: GlobusBackend, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+def https_read(backend: Collection, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
     import requests
 
-    base = backend._https_base()
+    base = backend.https_base()
     headers = _headers(backend)
     if offset or length is not None:
         end = "" if length is None else str(offset + length - 1)
@@ -106,7 +106,7 @@ def https_read(backend: GlobusBackend, path: str, offset: int = 0, length: int |
 class HTTPSWriter(Writer):
     """Streams a PUT of the partial name from a feeding thread (a bounded queue: flat memory)."""
 
-    def __init__(self, backend: GlobusBackend, base: str, final_path: str, temp_path: str, size: int | None) -> None:
+    def __init__(self, backend: Collection, base: str, final_path: str, temp_path: str, size: int | None) -> None:
         self.backend = backend
         self.final_path = final_path
         self.temp_path = temp_path
@@ -187,7 +187,7 @@ class HTTPSWriter(Writer):
         del keep_partial
         try:
             resp = _session().delete(
-                _url(self.backend._https_base(), self.temp_path), headers=_headers(self.backend), timeout=TIMEOUT
+                _url(self.backend.https_base(), self.temp_path), headers=_headers(self.backend), timeout=TIMEOUT
             )
             resp.close()
         except Exception:
