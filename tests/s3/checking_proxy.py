@@ -6,7 +6,10 @@ that does (AWS, MinIO, Ceph) needs a store that does. This one forwards every re
 server unchanged, except that a PUT whose body does not match its ``x-amz-checksum-sha256`` is
 refused with AWS's answer (400 ``BadDigest``) before anything reaches the server, and an accepted
 one is answered with the checksum echoed, as AWS does. ``corrupt(n)`` damages the next ``n`` PUT
-bodies in transit (one byte flipped) before the check, as a bad network card would.
+bodies in transit (one byte flipped) before the check, as a bad network card would;
+``corrupt_gets(n)`` does the same to the next ``n`` GET answers' bodies on their way back. Both take
+a ``match``: only requests whose path holds it are damaged. ``CheckingProxy(port, checks=False)``
+checks nothing, as moto does: a damaged PUT then reaches the store.
 
 It speaks just enough HTTP/1.1 for botocore and Ferry's lean path: Content-Length bodies,
 ``Expect: 100-continue``, keep-alive. Each request goes to the server on a fresh connection.
@@ -24,17 +27,26 @@ from s3.servers import LoopbackProxy
 
 
 class CheckingProxy(LoopbackProxy):
-    def __init__(self, upstream_port: int) -> None:
+    def __init__(self, upstream_port: int, *, checks: bool = True) -> None:
         super().__init__(upstream_port)
+        self._checks = checks
         self._corrupt = 0
+        self._corrupt_gets = 0
+        self._match = ""
+        self._get_match = ""
+        self.damaged_gets = 0
         self.refused = 0  # PUTs refused as BadDigest
         self.checked = 0  # PUTs whose checksum matched
         self.puts: list[dict[str, str]] = []  # the headers of every PUT seen (lower-case names)
         self._start()
 
-    def corrupt(self, count: int) -> None:
+    def corrupt(self, count: int, match: str = "") -> None:
         with self._lock:
-            self._corrupt = count
+            self._corrupt, self._match = count, match
+
+    def corrupt_gets(self, count: int, match: str = "") -> None:
+        with self._lock:
+            self._corrupt_gets, self._get_match = count, match
 
     def _serve(self, client: socket.socket) -> None:
         rfile = client.makefile("rb")
@@ -70,12 +82,12 @@ class CheckingProxy(LoopbackProxy):
         if method == "PUT":
             with self._lock:
                 self.puts.append({**low, ":target": target})  # ":target": the request's path and query
-                damage = self._corrupt > 0 and len(body) > 0
+                damage = self._corrupt > 0 and len(body) > 0 and self._match in target
                 if damage:
                     self._corrupt -= 1
             if damage:
                 body = bytes([body[0] ^ 0xFF]) + body[1:]
-            sent = low.get("x-amz-checksum-sha256")
+            sent = low.get("x-amz-checksum-sha256") if self._checks else None
             if sent is not None:
                 actual = base64.b64encode(hashlib.sha256(body).digest()).decode()
                 if actual != sent:
@@ -105,6 +117,14 @@ class CheckingProxy(LoopbackProxy):
             conn.endheaders(body or None)
             resp = conn.getresponse()
             data = resp.read()
+            if method == "GET" and 200 <= resp.status < 300 and data:
+                with self._lock:
+                    damage = self._corrupt_gets > 0 and self._get_match in target
+                    if damage:
+                        self._corrupt_gets -= 1
+                        self.damaged_gets += 1
+                if damage:
+                    data = data[:-1] + bytes([data[-1] ^ 0x01])
             out = [f"HTTP/1.1 {resp.status} {resp.reason}"]
             for k, v in resp.getheaders():
                 if k.lower() in ("transfer-encoding", "content-length", "connection"):

@@ -10,6 +10,7 @@ import pytest
 
 from ferry.backends.s3 import S3Backend
 from ferry.core.address import Address
+from ferry.transfers.store import Store, Task
 from helpers import Ferry
 from s3.servers import S3Server, aws_env, shared_server
 
@@ -49,6 +50,16 @@ def backend(server: S3Server, bucket: str) -> Iterator[S3Backend]:
         _ = b.client
     yield b
     b.close()
+
+
+def queue_tasks(ferry: Ferry, job_id: int | None = None) -> dict[str, Task]:
+    """The file tasks of a job (the last one by default) by source, from the queue's typed columns."""
+    store = Store(ferry.home / "data" / "queue.db")
+    try:
+        job = job_id if job_id is not None else max(j.id for j in store.jobs())
+        return {t.src: t for t in store.tasks(job, kinds=["file"])}
+    finally:
+        store.close()
 
 
 def make_backend(server: S3Server, bucket: str, endpoint: str | None = None) -> S3Backend:

@@ -250,9 +250,10 @@ def test_the_site_option_checksums_off_sends_no_checksum_header(moto: S3Server) 
         assert proxy.puts and all("x-amz-checksum-sha256" not in p for p in proxy.puts)
         single = [p for p in proxy.puts if p.get("content-length") == "1000"]
         assert len(single) == 1 and "content-md5" in single[0]  # a PUT is refused before it replaces anything
-        # Parts go without Content-MD5: each part's ETag (the MD5 of what the server received) is
-        # compared before CompleteMultipartUpload instead. A part damaged on the way is caught there.
-        assert all("content-md5" not in p for p in proxy.puts if int(p.get("content-length", 0)) > 1000)
+        # Parts go with Content-MD5 too (a store that checks it refuses a damaged part), and each
+        # part's ETag (the MD5 of what the server received) is compared before
+        # CompleteMultipartUpload: on a store that checks nothing, a damaged part is caught there.
+        assert all("content-md5" in p for p in proxy.puts if int(p.get("content-length", 0)) > 1000)
         proxy.corrupt(1)
         with pytest.raises(ChecksumMismatch, match=r"stored part \d of .* with ETag"):
             _upload(backend, "damaged.bin", os.urandom(PART + 1), chunk=PART + 1)

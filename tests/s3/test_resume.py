@@ -53,6 +53,6 @@ def test_killed_upload_resumes_with_list_parts(s3ferry: Ferry, server: S3Server,
     s3ferry.ok("cp", f"s3://{bucket}/big.bin", out)
     assert sha256_file(out) == digest
     job = s3ferry.jobs()[0]
-    shown = s3ferry.ok("queue", "show", str(job["id"])).stdout
+    shown = s3ferry.ok("queue", "show", "--files", str(job["id"])).stdout
     assert "resumed:" in shown and "checked with ListParts" in shown, shown
     assert "sha256 match" in shown

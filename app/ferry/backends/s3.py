@@ -33,6 +33,7 @@ from ferry.backends.s3_client import (
     MIN_PART,
     Archived,
     EnvOnly,
+    NoSuchBucket,
     S3Settings,
     _configured_endpoint,
     _is_aws,
@@ -61,7 +62,8 @@ from ferry.core.errors import (
     UsageError,
 )
 from ferry.core.hashing import HASH_ALGORITHMS
-from ferry.sharing.base import Link, ShareRequest
+from ferry.core.outcomes import SkipReason
+from ferry.sharing.types import Link, ShareRequest
 
 MAX_PRESIGN = timedelta(days=7)  # SigV4's limit on X-Amz-Expires
 DEFAULT_PRESIGN = timedelta(hours=1)
@@ -523,16 +525,22 @@ class S3Backend(Backend):
     def _entries(
         self, prefix: str, first: Any, pages: Iterator[Any], cancel: CancelToken | None, path: str
     ) -> Iterator[Entry]:
+        """The entries of one folder, page by page. An object whose key is also a folder prefix
+        (``run/x`` beside ``run/x/y``) is refused (the folder is listed): a file and a folder
+        cannot share a name at a destination. S3 lists in key order, so the prefix ``run/x/``
+        arrives after ``run/x`` (keys like ``run/x.txt`` may come between, even pages later): a
+        file is held back until the listing has passed where its prefix would be."""
         seen: dict[str, str] = {}  # casefolded name -> first name, for case-insensitive disks
+        folders: set[str] = set()  # prefixes listed so far ("run/x/")
+        held: list[Entry] = []  # files whose prefix may still come
         page = first
         while page is not None:
             if cancel is not None:
                 cancel.check()
-            for cp in page.get("CommonPrefixes") or ():
-                p = cp["Prefix"]
-                yield self._named(p[:-1], p[len(prefix) : -1], Kind.DIR, seen)
+            last = ""  # the greatest key or prefix on this page: nothing after it comes before it
             for obj in page.get("Contents") or ():
                 key = obj["Key"]
+                last = max(last, key)
                 if key == prefix:
                     if obj.get("Size", 0) == 0:
                         continue  # the folder's own marker
@@ -543,23 +551,61 @@ class S3Backend(Backend):
                         kind=Kind.FILE,
                         size=obj.get("Size"),
                         mtime=obj.get("LastModified"),
-                        meta={"name_note": f"refused: the object {key!r} ends in '/' but holds data"},
+                        meta={
+                            "name_note": f"refused: the object {key!r} ends in '/' but holds data: it would have "
+                            "to be a file and a folder at once",
+                            "skip": SkipReason.UNREPRESENTABLE.value,
+                        },
                     )
                     continue
-                yield self._named(
-                    key,
-                    key[len(prefix) :],
-                    Kind.FILE,
-                    seen,
-                    size=obj.get("Size"),
-                    mtime=obj.get("LastModified"),
-                    etag=str(obj.get("ETag", "")).strip('"'),
-                    storage_class=obj.get("StorageClass") or "STANDARD",
+                held.append(
+                    self._named(
+                        key,
+                        key[len(prefix) :],
+                        Kind.FILE,
+                        seen,
+                        size=obj.get("Size"),
+                        mtime=obj.get("LastModified"),
+                        etag=str(obj.get("ETag", "")).strip('"'),
+                        storage_class=obj.get("StorageClass") or "STANDARD",
+                    )
                 )
+            held_keys = {e.path for e in held}
+            for cp in page.get("CommonPrefixes") or ():
+                p = cp["Prefix"]
+                folders.add(p)
+                last = max(last, p)
+                entry = self._folder(p, p[len(prefix) : -1], seen)
+                if p[:-1] in held_keys:
+                    # Also an object's key (listed before it): the folder's path keeps its "/" so
+                    # that the two stay two items (the file is refused below).
+                    entry = replace(entry, path=p)
+                yield entry
             try:
                 page = next(pages, None)
             except Exception as exc:
                 raise self._err(exc, f"listing {self.display(path)}") from exc
+            done = page is None
+            keep: list[Entry] = []
+            for e in held:
+                if done or e.path + "/" <= last:
+                    yield _also_folder(e) if e.path + "/" in folders else e
+                else:
+                    keep.append(e)
+            held = keep
+
+    def _folder(self, p: str, raw: str, seen: dict[str, str]) -> Entry:
+        """A CommonPrefix as a folder entry. A segment that cannot be a folder name (empty, from a
+        leading '/' or '//'; '.', '..') is refused: its path is then the prefix itself, so it is
+        never mistaken for the folder that holds it (``"/"`` is not the bucket's root)."""
+        entry = self._named(p[:-1], raw, Kind.DIR, seen)
+        if raw not in ("", ".", ".."):
+            return entry
+        why = "an empty folder name (a key with a leading '/' or '//')" if raw == "" else f"a {raw!r} folder name"
+        meta = dict(entry.meta)
+        meta["name_note"] = f"refused: the keys under {p!r} have {why}, which no destination can hold"
+        meta["skip"] = (SkipReason.UNREPRESENTABLE if raw == "" else SkipReason.UNSAFE_NAME).value
+        return replace(entry, path=p, meta=meta)
 
     def _named(
         self,
@@ -577,6 +623,10 @@ class S3Backend(Backend):
     ) -> Entry:
         name, note = encode_name(raw)
         meta: dict[str, str] = dict(extra or {})
+        if raw in (".", ".."):
+            meta["skip"] = SkipReason.UNSAFE_NAME.value  # would climb out of (or collapse into) its folder
+        elif not name:
+            meta["skip"] = SkipReason.UNREPRESENTABLE.value  # no name can stand for it
         if etag:
             meta["etag"] = etag
         if storage_class:
@@ -637,9 +687,7 @@ class S3Backend(Backend):
                 head = self._head_by_get(key)
             except Exception as exc:
                 err = self._explain(exc, self.display(key), key)
-                if not isinstance(err, NotFound):
-                    raise err from exc
-                if "bucket" in err.message.lower():
+                if not isinstance(err, NotFound) or isinstance(err, NoSuchBucket):
                     raise err from exc
             else:
                 return self._head_entry(key, head, seen)
@@ -734,7 +782,7 @@ class S3Backend(Backend):
             better = self._err(exc2, what)
             return better if better.kind != "error" else err
         if not key and isinstance(err, NotFound):
-            return NotFound(f"No such bucket: s3://{self.bucket}")
+            return NoSuchBucket(f"No such bucket: s3://{self.bucket}")
         return err
 
     def _prefix_exists(self, prefix: str) -> bool:
@@ -834,7 +882,7 @@ class S3Backend(Backend):
                 return self.open_read(path, offset, length)
             if getattr(exc, "response", {}).get("Error", {}).get("Code") == "InvalidRange":
                 return io.BytesIO(b"")  # offset at or past the end (an empty object)
-            if isinstance(err, NotFound) and "bucket" not in err.message.lower() and self._prefix_exists(key + "/"):
+            if isinstance(err, NotFound) and not isinstance(err, NoSuchBucket) and self._prefix_exists(key + "/"):
                 raise IsADirectory(f"Is a folder: {self.display(key)}") from exc
             raise err from exc
         total = _total_size(resp.get("ContentRange"), offset, int(resp.get("ContentLength", 0)))
@@ -1319,6 +1367,17 @@ class S3Backend(Backend):
 
     def revoke(self, link: Link) -> None:
         raise Unsupported(REVOKE_NOTE)
+
+
+def _also_folder(e: Entry) -> Entry:
+    """A file whose key is also a folder prefix: refused, saying so (the folder is listed)."""
+    meta = dict(e.meta)
+    meta["name_note"] = (
+        f"refused: {e.path!r} is an object and also a folder ({e.path + '/'!r} holds keys): a file and a folder "
+        "cannot have one name at the destination (the folder is copied)"
+    )
+    meta["skip"] = SkipReason.UNREPRESENTABLE.value
+    return replace(e, meta=meta)
 
 
 def _where(fast: FastS3) -> tuple[str, str, str, str]:

@@ -43,6 +43,12 @@ class Archived(FerryError):
     kind = "archived"
 
 
+class NoSuchBucket(NotFound):
+    """The bucket itself does not exist (S3's ``NoSuchBucket``), as opposed to a key in it: callers
+    decide by this type, never by the words of a message (a key or bucket may well be named
+    "bucket")."""
+
+
 @dataclass(frozen=True)
 class S3Settings:
     """Where and as whom to connect. ``secret_key`` never appears in repr or logs."""
@@ -364,7 +370,7 @@ def map_error(exc: BaseException, what: str, *, bucket: str = "") -> FerryError:
 def _client_error(code: str, status: int, headers: dict[str, str], what: str, bucket: str, detail: str) -> FerryError:
     b = f"s3://{bucket}" if bucket else "the bucket"
     if code == "NoSuchBucket":
-        return NotFound(f"No such bucket: {b} (check the name, or create it with 'ferry s3 mb {b}')", detail)
+        return NoSuchBucket(f"No such bucket: {b} (check the name, or create it with 'ferry s3 mb {b}')", detail)
     if code in ("NoSuchKey", "NotFound", "404") or (status == 404 and code != "NoSuchUpload"):
         return NotFound(f"No such object: {what}", detail)
     if code == "NoSuchUpload":
@@ -387,7 +393,7 @@ def _client_error(code: str, status: int, headers: dict[str, str], what: str, bu
             "AWS_SECRET_ACCESS_KEY, the profile or the secret stored for the site",
             detail,
         )
-    if code in ("RequestTimeTooSkewed", "RequestExpired") and "presign" not in what:
+    if code in ("RequestTimeTooSkewed", "RequestExpired"):
         return AuthError(
             "This computer's clock is too far from the S3 server's (requests are refused as expired or "
             "from the future): set the clock right (NTP) and try again",

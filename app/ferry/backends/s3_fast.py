@@ -284,10 +284,14 @@ class FastS3:
                     headers[f"x-amz-meta-{mk}"] = str(mv)
             else:
                 raise Fallback(name)
-        if self.scheme == "https" and "Content-MD5" in headers:
-            payload = UNSIGNED  # TLS plus Content-MD5, as botocore does
+        if sha_hex:
+            payload = sha_hex  # the additional checksum is the payload hash too: one pass for both
+        elif "Content-MD5" in headers:
+            # The signed Content-MD5 covers the body (the store checks it, or the caller compares
+            # the ETag with it): no SHA-256 pass just for SigV4, as for parts.
+            payload = UNSIGNED
         else:
-            payload = sha_hex or hashlib.sha256(body).hexdigest()
+            payload = hashlib.sha256(body).hexdigest()
         status, got, data = self._request("PUT", bucket, key, headers, body, payload)
         self._answer(status, got, data)
         return _shape(got, len(body))

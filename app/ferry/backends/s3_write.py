@@ -4,16 +4,24 @@ Nothing appears under the final key before :meth:`S3Writer.commit` (PutObject or
 CompleteMultipartUpload happen there), so a failed or unverified copy never replaces an object.
 
 Verification, per endpoint (:mod:`ferry.backends.s3_checksums` finds out what a store really
-checks): where the store checks S3 additional checksums (AWS; any store seen to refuse a wrong
-one), a single PUT sends ``x-amz-checksum-sha256`` (the copy's stream hash, no extra pass) and a
-multipart upload is created with ``ChecksumAlgorithm=SHA256``: each part goes with its SHA-256
-(one pass per part, also signed as SigV4's payload hash), CompleteMultipartUpload lists them and
-the composite checksum the server returns is compared with the one computed here. No MD5 then.
-Elsewhere each body's MD5 goes as ``Content-MD5`` and the returned ETags are compared with the MD5s
-computed here (per part, then the multipart ETag from the parts' MD5s; SSE-KMS objects have no MD5
-ETags and rely on Content-MD5 alone). Single PUTs also store the SHA-256 as
-``x-amz-meta-ferry-sha256`` for later downloads. ``verified_note`` names only what the server
-itself was seen to check ("server checked ...") and what Ferry compared ("... matched").
+checks), whatever ``--verify`` says: every PutObject and UploadPart carries a checksum that a store
+which checks anything checks, so a body damaged on the way is refused before it is stored. Where
+the store checks S3 additional checksums (AWS; any store seen to refuse a wrong one), a single PUT
+sends ``x-amz-checksum-sha256`` (the copy's stream hash, no extra pass; on the lean path also
+SigV4's payload hash) and a multipart upload is created with ``ChecksumAlgorithm=SHA256``: each
+part goes with its SHA-256 (one pass per part, also signed as SigV4's payload hash),
+CompleteMultipartUpload lists them and the composite checksum the server returns is compared with
+the one computed here. No MD5 then. Elsewhere each body's MD5 goes as ``Content-MD5`` (the payload
+then unsigned: the signed header covers the body) and the returned ETags are compared with the
+MD5s computed here (per part, then the multipart ETag from the parts' MD5s; SSE-KMS objects have
+no MD5 ETags and rely on Content-MD5 alone): a store that checks nothing (moto) is caught there.
+A single PUT whose ETag then disagrees is deleted at once (it went straight to its key), so a
+retry finds the key free. Single PUTs also store the SHA-256 as ``x-amz-meta-ferry-sha256`` for
+later downloads.
+
+What was confirmed is :attr:`S3Writer.evidence` (values the copy records) and, for people,
+``verified_note``: what the server itself was seen to check ("server checked ...") and what Ferry
+compared ("... matched").
 
 Resume: the UploadId and finished parts go to a :class:`~ferry.backends.base.ResumeSlot` (the
 queue's ``task_resume`` row) after every part. A new writer for the same task re-checks them with
@@ -36,6 +44,7 @@ from ferry.backends.s3_checksums import Support, composite_sha256, same_composit
 from ferry.backends.s3_client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
 from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
 from ferry.core.hashing import new_hasher
+from ferry.core.outcomes import Evidence
 
 if TYPE_CHECKING:
     from ferry.backends.s3 import S3Backend
@@ -131,7 +140,6 @@ class S3Writer(Writer):
         self.offset = 0
         self._size = size
         self._slot = slot
-        self._verify = readback is not None
         self._hasher = new_hasher(readback) if readback else None
         # Set when the copy lends its own hash of the stream (see share_stream_hasher): the same
         # bytes are then hashed once, not by the copy and again here.
@@ -158,7 +166,9 @@ class S3Writer(Writer):
         self._failed: BaseException | None = None
         self._done = False
         self._copy_source: tuple[str, int] | None = None
-        self._note = ""
+        # What the store confirmed for this upload, set by commit (base.Writer): empty until then.
+        self.evidence: tuple[Evidence, ...] = ()
+        self.verified_note = ""
         self._prefix_md5: Any = None
         self._prefix_sha: Any = None
         self._prefix_part = 1
@@ -353,11 +363,10 @@ class S3Writer(Writer):
 
     def _start_upload(self) -> None:
         kw: dict[str, Any] = {}
-        if self._verify:
-            checks = self._checks()
-            self._part_sha = checks.multipart_sha256
-            if self._part_sha:
-                kw["ChecksumAlgorithm"] = "SHA256"
+        checks = self._checks()
+        self._part_sha = checks.multipart_sha256
+        if self._part_sha:
+            kw["ChecksumAlgorithm"] = "SHA256"
         if self._mtime is not None:
             kw["Metadata"] = {"mtime": f"{self._mtime.timestamp():.9f}"}
         try:
@@ -366,14 +375,12 @@ class S3Writer(Writer):
             raise map_error(exc, f"starting the upload of {self._b.display(self.final_path)}", bucket=self._b.bucket)
         self._upload_id = str(resp["UploadId"])
         self._sse = resp.get("ServerSideEncryption")
-        # Content-MD5 on parts only where the part's ETag is no MD5 (SSE-KMS) and no SHA-256
-        # checksum is checked instead. Elsewhere the ETag the server returns for each part is the
-        # MD5 of the bytes it received, compared here before CompleteMultipartUpload: the same
-        # check, without the server hashing every part a second time to test the header (+20% of
-        # rclone's CPU on a big upload).
-        self._part_md5_header = (
-            self._verify and self._sse in _KMS and not (self._part_sha and self._checks().checks_sha256)
-        )
+        # Content-MD5 on every part whose SHA-256 checksum the store does not check: a part damaged
+        # on the way is then refused by a store that checks it (rclone serve s3, AWS under SSE-KMS)
+        # and sent again, instead of failing the whole file at the ETag comparison below. The MD5
+        # is computed for that comparison anyway; the store hashes each part a second time to test
+        # the header (measured on rclone: see docs/s3.md).
+        self._part_md5_header = not (self._part_sha and checks.checks_sha256)
         self._save_state_locked()
 
     def _submit(self, chunk: bytes | bytearray) -> None:
@@ -409,7 +416,7 @@ class S3Writer(Writer):
                 return
             sha = hashlib.sha256(chunk).digest() if self._part_sha else None
             md5 = b""
-            if self._verify and (sha is None or not self._checks().checks_sha256):
+            if sha is None or not self._checks().checks_sha256:
                 md5 = hashlib.md5(chunk).digest()
             what = f"part {n} of {self._b.display(self.final_path)}"
             try:
@@ -486,7 +493,7 @@ class S3Writer(Writer):
                 if not overwrite and self._b.exists(self.final_path):
                     raise AlreadyExists(f"Already exists: {what}")
                 self._b.copy_object(self._copy_source[0], self.final_path, self._copy_source[1])
-                self._note = "server-side copy"
+                self.verified_note = "server-side copy"
             else:
                 if not overwrite and not self._b.conditional_writes() and self._b.object_exists(self.final_path):
                     # If-None-Match is sent too, but not every S3-compatible store honours it.
@@ -508,45 +515,69 @@ class S3Writer(Writer):
         meta: dict[str, str] = {}
         md5 = ""
         checked: list[str] = []
-        if self._verify:
-            checks = self._checks()
-            stream = self._stream_digest()
-            sha: bytes | None = None
-            if self._readback == "sha256":
-                # The stream hasher saw exactly these bytes (a single PUT has no resumed prefix):
-                # its digest is the body's, no second pass over it.
-                sha = bytes.fromhex(stream) if stream is not None else hashlib.sha256(body).digest()
-                meta["ferry-sha256"] = sha.hex()
-                if checks.send_sha256:
-                    kw["ChecksumSHA256"] = _b64(sha)
-            elif stream is not None:
-                meta[f"ferry-{self._readback}"] = stream
-            if sha is not None and checks.send_sha256 and checks.checks_sha256:
-                checked.append("x-amz-checksum-sha256")  # no MD5 pass: the checksum is the check
-            else:
-                digest = hashlib.md5(body).digest()
-                md5 = digest.hex()
-                kw["ContentMD5"] = _b64(digest)
-                if checks.checks_md5:
-                    checked.append("Content-MD5")
+        evidence: list[Evidence] = []
+        checks = self._checks()
+        stream = self._stream_digest()
+        sha: bytes | None = None
+        if self._readback == "sha256":
+            # The stream hasher saw exactly these bytes (a single PUT has no resumed prefix):
+            # its digest is the body's, no second pass over it.
+            sha = bytes.fromhex(stream) if stream is not None else hashlib.sha256(body).digest()
+            meta["ferry-sha256"] = sha.hex()
+        elif stream is not None:
+            meta[f"ferry-{self._readback}"] = stream
+        if checks.checks_sha256:
+            # The store checks it: no MD5 pass. Without a stream SHA-256 (--verify none, blake3)
+            # this is one SHA-256 of the body, which the lean path signs as the payload hash too.
+            sha = sha if sha is not None else hashlib.sha256(body).digest()
+            kw["ChecksumSHA256"] = _b64(sha)
+            checked.append("x-amz-checksum-sha256")
+            evidence.append(Evidence.S3_CHECKSUM)
+        else:
+            if sha is not None and checks.send_sha256:
+                kw["ChecksumSHA256"] = _b64(sha)  # kept by the store for later downloads, not checked
+            digest = hashlib.md5(body).digest()
+            md5 = digest.hex()
+            kw["ContentMD5"] = _b64(digest)
+            if checks.checks_md5:
+                checked.append("Content-MD5")
+                evidence.append(Evidence.S3_CONTENT_MD5)
         if mtime is not None:
             meta["mtime"] = f"{mtime.timestamp():.9f}"  # rclone's convention: seconds since the epoch
         if meta:
             kw["Metadata"] = meta
         resp = self._b.put_object(self.final_path, body, kw)
         matched: list[str] = []
+        what = self._b.display(self.final_path)
+        wrong = ""
         if md5 and resp.get("ServerSideEncryption") not in _KMS:
             etag = _etag(resp)
             if etag != md5:
-                raise ChecksumMismatch(f"S3 stored {self._b.display(self.final_path)} with ETag {etag}, expected {md5}")
-            matched.append("MD5 ETag")
+                wrong = f"S3 stored {what} with ETag {etag}, expected {md5}: it received other bytes than were sent"
+            else:
+                matched.append("MD5 ETag")
+                evidence.append(Evidence.S3_ETAG_MD5)
         echoed = resp.get("ChecksumSHA256")
-        if echoed and kw.get("ChecksumSHA256") and echoed != kw["ChecksumSHA256"]:
-            raise ChecksumMismatch(
-                f"S3 stored {self._b.display(self.final_path)} with SHA-256 checksum {echoed}, "
-                f"expected {kw['ChecksumSHA256']}"
-            )
-        self._note = _note(checked, matched)
+        if not wrong and echoed and kw.get("ChecksumSHA256") and echoed != kw["ChecksumSHA256"]:
+            wrong = f"S3 stored {what} with SHA-256 checksum {echoed}, expected {kw['ChecksumSHA256']}"
+        if wrong:
+            # A single PUT goes straight to its key: never leave the wrong bytes there (and the
+            # retry must find the key free, not fail on "already exists").
+            self._remove_landed()
+            raise ChecksumMismatch(wrong)
+        self.evidence = tuple(evidence)
+        self.verified_note = _note(checked, matched)
+
+    def _remove_landed(self) -> None:
+        """Delete what this writer just put under its key (it failed the after-check)."""
+        try:
+            self._b.delete_object(self.final_path)
+        except Exception as exc:
+            raise map_error(
+                exc,
+                f"removing {self._b.display(self.final_path)}, which the store holds with the wrong bytes",
+                bucket=self._b.bucket,
+            ) from exc
 
     def _complete(self, cond: dict[str, Any]) -> None:
         parts = sorted(self._parts.items())
@@ -570,57 +601,55 @@ class S3Writer(Writer):
             **cond,
         )
         try:
-            self._note = self._check_assembled(resp, parts)
+            note, evidence = self._check_assembled(resp, parts)
         except ChecksumMismatch:
             # Already under the final name, and wrong: never leave it there.
-            try:
-                self._b.client.delete_object(Bucket=self._b.bucket, Key=self.final_path)
-            except Exception:
-                pass
+            self._remove_landed()
             raise
         if self._resumed_parts:
             how = " (SHA-256 part checksums)" if self._part_sha else ""
             resumed = f"resumed: {self._resumed_parts} part(s) already on the server, checked with ListParts{how}"
-            self._note = f"{self._note}; {resumed}" if self._note else resumed
+            note = f"{note}; {resumed}" if note else resumed
+        self.evidence, self.verified_note = evidence, note
 
-    def _check_assembled(self, resp: dict[str, Any], parts: list[tuple[int, tuple[str, int, str, str]]]) -> str:
-        """Compare what CompleteMultipartUpload answered with what the parts add up to; the note."""
-        if not self._verify:
-            return ""
+    def _check_assembled(
+        self, resp: dict[str, Any], parts: list[tuple[int, tuple[str, int, str, str]]]
+    ) -> tuple[str, tuple[Evidence, ...]]:
+        """Compare what CompleteMultipartUpload answered with what the parts add up to: the note,
+        and the evidence it rests on."""
         checks = self._checks()
         what = self._b.display(self.final_path)
         checked: list[str] = []
         matched: list[str] = []
+        evidence: list[Evidence] = []
         n = len(parts)
         if self._part_sha and checks.checks_sha256:
             checked.append(f"x-amz-checksum-sha256 of {n} parts")
+            evidence.append(Evidence.S3_CHECKSUM)
         md5s = [v[2] for _, v in parts]
         if all(md5s):
             if self._part_md5_header and checks.checks_md5:
                 checked.append(f"Content-MD5 of {n} parts")
+                evidence.append(Evidence.S3_CONTENT_MD5)
             if self._sse not in _KMS and resp.get("ServerSideEncryption") not in _KMS:
                 expected = multipart_etag(md5s)
                 etag = _etag(resp)
                 if etag != expected:
                     raise ChecksumMismatch(f"S3 assembled {what} with ETag {etag}, expected {expected}")
                 matched.append(f"MD5 ETags of {n} parts + multipart ETag")
+                evidence.append(Evidence.S3_MULTIPART_ETAG)
         answered = str(resp.get("ChecksumSHA256") or "")
         if self._part_sha and answered:
             expected = composite_sha256([base64.b64decode(v[3]) for _, v in parts])
             if not same_composite(answered, expected):
                 raise ChecksumMismatch(f"S3 assembled {what} with SHA-256 checksum {answered}, expected {expected}")
             matched.append("composite SHA-256 checksum")
-        return _note(checked, matched)
+        return _note(checked, matched), tuple(evidence)
 
     @property
     def part_count(self) -> int:
         """How many parts the object was sent in (1 for a single PUT)."""
         return len(self._parts) if self._multipart else 1
-
-    @property
-    def verified_note(self) -> str:
-        """What the server itself confirmed, recorded with the task's verification result."""
-        return self._note
 
     def _abort_upload(self, upload_id: str | None) -> None:
         if not upload_id:

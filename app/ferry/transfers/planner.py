@@ -244,9 +244,17 @@ def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
             continue
         for e in entries:
             rel = f"{rel_dir}/{e.name}"
+            # A listing may refuse a name itself (S3: a key that is also a folder, "dir/" holding
+            # data, an empty segment), as a SkipReason value in meta["skip"] with its note.
+            refused = e.meta.get("skip")
             reason = unsafe_reason(e.name)
-            if reason:
-                yield NewTask("file", e.path, dst_dir, rel, e.size, None, state="skipped", error=reason)
+            if refused or reason:
+                known = {r.value: r for r in SkipReason}
+                why = known.get(refused or "", SkipReason.UNSAFE_NAME)
+                note = e.meta.get("name_note") if refused else reason
+                yield NewTask(
+                    "file", e.path, dst_dir, rel, e.size, None, state="skipped", error=note, skip_reason=why
+                )
                 continue
             dst = dst_b.join(dst_dir, e.name)
             if e.is_dir and src_b.scheme == "local":
