@@ -482,6 +482,7 @@ _EXERCISED = {
     "acl_share",  # test_acl_share_is_a_sharer (the rules themselves: tests/globus)
     "multipart_write",  # test_multipart_write_of_many_parts_arrives_intact
     "presign",  # test_presigned_download_link_serves_the_bytes
+    "source_evidence",  # test_source_evidence_matches_the_bytes_and_refuses_others
 }
 _INFORMATIONAL = {"slow_hash"}  # a cost hint for the planner; no behaviour to observe
 # A new flag with no check yet goes here: then no backend may claim it until it brings one.
@@ -527,7 +528,7 @@ def test_presigned_download_link_serves_the_bytes(site: Site) -> None:
     # anyone can fetch (no credentials, no SDK) and that serves exactly the object's bytes.
     import urllib.request
 
-    from ferry.sharing.base import Sharer, ShareRequest
+    from ferry.sharing.types import Sharer, ShareRequest
 
     b = site.backend
     if not b.capabilities.presign:
@@ -554,7 +555,7 @@ def test_delegated_transfer_is_offered(site: Site) -> None:
 
 
 def test_acl_share_is_a_sharer(site: Site) -> None:
-    from ferry.sharing.base import Sharer
+    from ferry.sharing.types import Sharer
 
     if not site.backend.capabilities.acl_share:
         pytest.skip(f"{site.backend.scheme} declares acl_share=False")
@@ -662,6 +663,33 @@ def test_readback_covers_a_resumed_file_from_its_start(site: Site) -> None:
     w2.write(data[100_000:])
     assert w2.finish() == true_hash("sha256", data)
     w2.commit(overwrite=False)
+
+
+def test_source_evidence_matches_the_bytes_and_refuses_others(site: Site) -> None:
+    """A backend that says its store keeps evidence about objects (capabilities.source_evidence)
+    implements the protocol, its check matches the object's own bytes and never matches others.
+    Every other backend resolves no such feature."""
+    b = site.backend
+    if not b.capabilities.source_evidence:
+        assert b.features.source_evidence is None
+        return
+    evidence = b.features.source_evidence
+    assert evidence is not None, f"{b.scheme} claims source_evidence but has no evidence_for"
+    data = payload(300_001)
+    put(site, site.path("f"), data)
+    entry = b.stat(site.path("f"))
+    good = evidence.evidence_for(entry)
+    good.update(data[:1000])
+    good.update(data[1000:])
+    ok = good.result()
+    bad = evidence.evidence_for(entry)
+    bad.update(data[:-1] + bytes([data[-1] ^ 1]))
+    wrong = bad.result()
+    if ok.evidence is None:  # the store keeps nothing for this object: it must say why
+        assert ok.note and wrong.evidence is None
+        return
+    assert ok.matched, ok
+    assert wrong.evidence is not None and not wrong.matched, wrong
 
 
 def test_hash_agrees_with_the_bytes_written(site: Site) -> None:

@@ -14,12 +14,12 @@ from __future__ import annotations
 import hashlib
 import posixpath
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import TracebackType
-from typing import BinaryIO, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -154,6 +154,14 @@ class Writer(ABC):
         """All data written: flush it, and return the read-back hash if one was asked for."""
         return None
 
+    def share_stream_hasher(self, hasher: Any) -> None:  # noqa: B027 - optional override
+        """Before anything is written: the copy's own hash of the stream, for a writer whose
+        destination check is its own (S3: Content-MD5 and ETags), so the bytes are hashed once."""
+
+    def set_mtime(self, mtime: datetime | None) -> None:  # noqa: B027 - optional override
+        """Before anything is written: the time to store with the data, for a writer whose
+        metadata goes with its first request (an S3 multipart upload)."""
+
     @abstractmethod
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
         """Rename into place; raise AlreadyExists if ``overwrite`` is False and the name is taken."""
@@ -203,6 +211,102 @@ class ResumeSlot(Protocol):
     def save(self, data: dict[str, object] | None) -> None: ...
 
 
+# ---- optional capabilities: declared here, resolved once per backend (rclone's Features.Fill) ----
+
+
+class Reader(Protocol):
+    """What ``open_read`` returns: a binary stream the copy reads with ``readinto``, used as a
+    context manager."""
+
+    def readinto(self, buffer: bytearray | memoryview, /) -> int | None: ...
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> Any: ...
+
+
+@runtime_checkable
+class HashFeedingReader(Protocol):
+    """A reader that hashes what it returns, in order, on threads of its own (S3's parallel
+    ranges): handed the copy's hasher, hashing overlaps the copy's writes."""
+
+    def feed_hasher(self, hasher: Hasher) -> bool:
+        """Take ``hasher`` for every byte this reader returns; False if it cannot."""
+        ...
+
+
+@runtime_checkable
+class LendingReader(Protocol):
+    """A reader that lends its own buffers, each valid until the next call; empty at the end."""
+
+    def next_view(self) -> memoryview: ...
+
+
+@runtime_checkable
+class QuickStat(Protocol):
+    """``stat`` that answers None for a missing path instead of raising (cheap on local disks)."""
+
+    def stat_or_none(self, path: str) -> Entry | None: ...
+
+
+@runtime_checkable
+class ServerCopier(Protocol):
+    """Copies within one endpoint without the bytes passing through Ferry (copy_file_range, S3
+    CopyObject); used only when no checksum is asked, since nothing is hashed on the way."""
+
+    def server_copy(
+        self, src_path: str, writer: Writer, on_bytes: Callable[[int], None], cancel: CancelToken
+    ) -> None: ...
+
+
+@runtime_checkable
+class Batches(Protocol):
+    """Many small files in one stream (SFTP tar batches), driven by ``ferry.transfers.batch``."""
+
+    def batch_usable(self, direction: str, algo: str | None) -> bool: ...
+
+    def write_batch(
+        self, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
+    ) -> Sequence[str | BaseException]: ...
+
+    def commit_batch(self, items: Sequence[tuple[str, str, bool, int]]) -> Sequence[BaseException | None]: ...
+
+    def read_batch(self, paths: Sequence[str]) -> Sequence[tuple[Entry, bytes | bytearray] | BaseException]: ...
+
+
+@dataclass(frozen=True)
+class Features:
+    """A backend's optional capabilities as typed handles (None where it has none)."""
+
+    quick_stat: QuickStat | None = None
+    server_copier: ServerCopier | None = None
+    batches: Batches | None = None
+    source_evidence: SourceEvidence | None = None
+
+
+@dataclass(frozen=True)
+class ReaderFeatures:
+    feeds_hasher: bool = False
+    lends_buffers: bool = False
+
+
+_READER_FEATURES: dict[type, ReaderFeatures] = {}
+
+
+def reader_features(reader: object) -> ReaderFeatures:
+    """What a reader's class declares, resolved once per class (a copy opens one reader a file)."""
+    cls = type(reader)
+    found = _READER_FEATURES.get(cls)
+    if found is None:
+        found = ReaderFeatures(isinstance(reader, HashFeedingReader), isinstance(reader, LendingReader))
+        _READER_FEATURES[cls] = found
+    return found
+
+
 class Backend(ABC):
     """Required operations. Errors are raised as :mod:`ferry.core.errors` types, mapped in one
     ``_map_error`` function per backend."""
@@ -240,7 +344,7 @@ class Backend(ABC):
         """The entry itself, not following a final symlink."""
 
     @abstractmethod
-    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO: ...
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader: ...
 
     @abstractmethod
     def open_write(
@@ -273,6 +377,22 @@ class Backend(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional override
         """Release connections."""
+
+    @property
+    def features(self) -> Features:
+        """The optional protocols this backend implements, resolved once."""
+        found: Features | None = self.__dict__.get("_features")
+        if found is None:
+            found = Features(
+                quick_stat=self if isinstance(self, QuickStat) else None,
+                server_copier=self if self.capabilities.server_side_copy and isinstance(self, ServerCopier) else None,
+                batches=self if isinstance(self, Batches) else None,
+                source_evidence=(
+                    self if self.capabilities.source_evidence and isinstance(self, _EvidenceSource) else None
+                ),
+            )
+            self.__dict__["_features"] = found
+        return found
 
     # -- optional, guarded by capabilities --
     def symlink(self, target: str, path: str) -> None:
@@ -307,6 +427,11 @@ class Backend(ABC):
 Prompter = Callable[[str, bool], str]
 """Asks the person a question (prompt text, echo) and returns the answer; used for passwords,
 one-time codes and host-key decisions by the remote backends."""
+
+
+@runtime_checkable
+class _EvidenceSource(SourceEvidence, Protocol):
+    """SourceEvidence, checkable at run time (resolving Features)."""
 
 
 # ---- delegation: a service moves a whole job's bytes (Globus); the engine implements the sink ----

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import io
 import os
 import shutil
 import stat as stat_mod
@@ -18,9 +19,8 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import BinaryIO
 
-from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.backends.base import Backend, Capabilities, Entry, Kind, Reader, Writer, temp_name
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import AlreadyExists, FerryError, from_oserror
@@ -361,7 +361,7 @@ class LocalWriter(Writer):
 class _Limited:
     """A file object that stops after ``length`` bytes."""
 
-    def __init__(self, f: BinaryIO, length: int) -> None:
+    def __init__(self, f: io.FileIO, length: int) -> None:
         self._f = f
         self._left = length
 
@@ -375,7 +375,7 @@ class _Limited:
 
     def readinto(self, buf: memoryview | bytearray) -> int:
         view = memoryview(buf)[: max(0, self._left)]
-        n = self._f.readinto(view)  # type: ignore[attr-defined]
+        n = self._f.readinto(view)
         self._left -= n or 0
         return n or 0
 
@@ -451,7 +451,7 @@ class LocalBackend(Backend):
             raise _map_error(exc, path) from exc
         return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
 
-    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
         try:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
             if offset:
@@ -459,7 +459,7 @@ class LocalBackend(Backend):
         except OSError as exc:
             raise _map_error(exc, path) from exc
         if length is not None:
-            return _Limited(f, length)  # type: ignore[return-value]
+            return _Limited(f, length)
         return f
 
     def open_write(

@@ -27,9 +27,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import BinaryIO
 
-from ferry.backends.base import Backend, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.backends.base import Backend, Capabilities, Entry, Kind, Reader, Writer, temp_name
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import FerryError, UsageError, from_oserror
@@ -383,7 +382,7 @@ class MemoryBackend(Backend):
             node = self.store._lookup(path)
             return _entry(path, posixpath.basename(path) or "/", node)
 
-    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
         path = _norm(path)
         if offset < 0 or (length is not None and length < 0):
             raise UsageError(f"Negative offset or length reading {path}")

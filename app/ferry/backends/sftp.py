@@ -31,10 +31,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, BinaryIO, cast
+from typing import Any, cast
 
 from ferry.backends import ssh_fastpath, ssh_rekey
-from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Writer, temp_name
+from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Reader, Writer, temp_name
 from ferry.backends.sftp_hash import FollowingHash, HashBatcher, follow_command
 from ferry.backends.sftp_parallel import REQUEST, ParallelRangeReader
 from ferry.backends.sftp_parallel_write import ParallelRangeWriter, safe_resume_offset
@@ -1751,8 +1751,8 @@ class SFTPBackend(Backend):
             except Exception as exc:
                 raise self._refine(c, exc, path, from_parent=True) from exc
 
-    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
-        return _Reader(self._host, self._abs(path), offset, length)  # type: ignore[return-value]
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
+        return _Reader(self._host, self._abs(path), offset, length)
 
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import UsageError
+
+
+class Readable(Protocol):
+    def readinto(self, buffer: bytearray | memoryview, /) -> int | None: ...
 
 
 class Hasher(Protocol):
@@ -47,7 +51,7 @@ def new_hasher(algo: str) -> Hasher:
 
 
 def hash_stream(
-    stream: BinaryIO, algo: str, cancel: CancelToken | None = None, chunk: int = 4 << 20
+    stream: Readable, algo: str, cancel: CancelToken | None = None, chunk: int = 4 << 20
 ) -> tuple[str, int]:
     """Hash a stream to its end; return (hex digest, bytes read)."""
     h = new_hasher(algo)
@@ -57,7 +61,7 @@ def hash_stream(
     while True:
         if cancel is not None:
             cancel.check()
-        n = stream.readinto(view)  # type: ignore[attr-defined]
+        n = stream.readinto(view)
         if not n:
             return h.hexdigest(), total
         h.update(view[:n])

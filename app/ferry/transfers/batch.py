@@ -51,14 +51,15 @@ Result = tuple[Outcome | None, BaseException | None]
 def _direction(ctx: CopyContext) -> str | None:
     """ "up" when the destination takes batches, "down" when the source gives them, else None."""
     algo = ctx.options.hash_algo
-    usable = getattr(ctx.dst, "batch_usable", None)
-    if usable is not None and callable(getattr(ctx.dst, "write_batch", None)) and usable("up", algo):
+    up = ctx.dst.features.batches
+    if up is not None and up.batch_usable("up", algo):
         return "up"
     # Down: what lands is checked by the destination's read-back, as per file; a destination
-    # whose check is of another kind (S3's Content-MD5) keeps the per-file path.
-    usable = getattr(ctx.src, "batch_usable", None)
+    # whose check is of another kind (S3's Content-MD5) keeps the per-file path. A source whose
+    # store keeps evidence of its own is checked per file against it.
+    down = ctx.src.features.batches
     checks = algo is None or ctx.dst.capabilities.readback
-    if usable is not None and checks and callable(getattr(ctx.src, "read_batch", None)) and usable("down", algo):
+    if down is not None and checks and ctx.src.features.source_evidence is None and down.batch_usable("down", algo):
         return "down"
     return None
 
@@ -169,7 +170,8 @@ class _Outgoing:
 
 def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, results: list[Result | None]) -> None:
     algo = ctx.options.hash_algo  # None: the server's size of each extracted file is checked
-    dst: Any = ctx.dst
+    dst = ctx.dst.features.batches
+    assert dst is not None  # chosen by _direction
     preserve = ctx.options.preserve_mtime
     sent: list[tuple[int, _Outgoing]] = []
     try:
@@ -240,7 +242,8 @@ def _drop_partial(ctx: CopyContext, task: Task) -> None:
 
 def _download(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, results: list[Result | None]) -> None:
     algo = ctx.options.hash_algo
-    src: Any = ctx.src
+    src = ctx.src.features.batches
+    assert src is not None  # chosen by _direction
     want: list[int] = []
     try:
         for i, task in enumerate(tasks):

@@ -15,11 +15,23 @@ says to keep.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from ferry.backends.base import Backend, Entry, EvidenceCheck, Kind, SourceEvidence, Writer, temp_name
+from ferry.backends.base import (
+    Backend,
+    Entry,
+    EvidenceCheck,
+    Kind,
+    Reader,
+    ServerCopier,
+    Writer,
+    reader_features,
+    temp_name,
+)
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
     AlreadyExists,
@@ -39,7 +51,13 @@ from ferry.core.outcomes import (
 )
 from ferry.core.progress import Accounting
 from ferry.transfers.bandwidth import Limiters
-from ferry.transfers.options import JobOptions
+from ferry.transfers.options import (
+    CHOOSE_POLICY_HINT,
+    CONFLICT_ANSWER_KEY,
+    CONFLICT_POLICIES,
+    ConflictUnanswered,
+    JobOptions,
+)
 from ferry.transfers.store import Store, Task
 
 CHUNK = 1 << 20
@@ -56,7 +74,22 @@ class Conflict:
     display: str
 
 
-AskFn = Callable[[Conflict], str]  # returns a policy name other than "ask"
+@dataclass(frozen=True)
+class Answer:
+    """A person's answer to one conflict: a policy other than "ask", and whether it stands for
+    every remaining conflict of this job (kept with the job, so it survives a restart of the job
+    and never reaches another job)."""
+
+    policy: str
+    for_all: bool = False
+
+
+# Asked one conflict at a time; returns an Answer, or a bare policy name for this file only.
+AskFn = Callable[[Conflict], "Answer | str"]
+
+# One question at a time, whichever job asks: a second conflict of the same job then sees an
+# "apply to all" given meanwhile instead of asking again.
+_ASKING = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -142,10 +175,9 @@ def run_task(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
 
 
 def _stat_or_none(backend: Backend, path: str) -> Entry | None:
-    fast = getattr(backend, "stat_or_none", None)  # the local disk answers without an exception
-    if fast is not None:
-        found: Entry | None = fast(path)
-        return found
+    quick = backend.features.quick_stat  # the local disk answers without an exception
+    if quick is not None:
+        return quick.stat_or_none(path)
     try:
         return backend.stat(path)
     except NotFound:
@@ -183,12 +215,7 @@ def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str
     """Apply the conflict policy: returns skip, overwrite, rename or resume."""
     policy = ctx.options.on_conflict
     if policy == "ask":
-        if ctx.ask is None:
-            raise AlreadyExists(
-                f"{ctx.dst.display(existing.path)} exists and no one is there to ask "
-                "(retry with --on-conflict skip|overwrite|newer|different|rename|resume)"
-            )
-        policy = ctx.ask(Conflict(task, source, existing, ctx.dst.display(existing.path)))
+        policy = _answer(task, ctx, source, existing)
     tolerance = max(ctx.src.capabilities.mtime_precision, ctx.dst.capabilities.mtime_precision)
     if policy == "newer":
         newer = (
@@ -214,6 +241,34 @@ def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str
     if policy in ("skip", "overwrite", "rename"):
         return policy
     raise AlreadyExists(f"Unknown conflict decision {policy!r}")
+
+
+def _stored_answer(ctx: CopyContext, job_id: int) -> str | None:
+    return ctx.store.job_value(job_id, CONFLICT_ANSWER_KEY) if ctx.store is not None else None
+
+
+def _answer(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str:
+    """``ask``: the job's "apply to all" answer if it has one, else the person's answer, else (no
+    one to ask) a ConflictUnanswered failure that front ends count rather than list."""
+    stored = _stored_answer(ctx, task.job_id)
+    if stored:
+        return stored
+    if ctx.ask is None:
+        raise ConflictUnanswered(
+            f"{ctx.dst.display(existing.path)} exists and no one is there to ask: it differs from the source "
+            f"(retry with {CHOOSE_POLICY_HINT}|resume)"
+        )
+    with _ASKING:
+        stored = _stored_answer(ctx, task.job_id)  # answered for all while this question waited
+        if stored:
+            return stored
+        reply = ctx.ask(Conflict(task, source, existing, ctx.dst.display(existing.path)))
+        answer = reply if isinstance(reply, Answer) else Answer(reply)
+        if answer.policy == "ask" or answer.policy not in CONFLICT_POLICIES:
+            raise AlreadyExists(f"Unknown conflict decision {answer.policy!r}")
+        if answer.for_all and ctx.store is not None:
+            ctx.store.set_job_value(task.job_id, CONFLICT_ANSWER_KEY, answer.policy)
+    return answer.policy
 
 
 def _skip(ctx: CopyContext, source: Entry, reason: SkipReason, why: str) -> Outcome:
@@ -283,8 +338,13 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
         if existing.is_dir:
             raise AlreadyExists(f"A folder is in the way of {ctx.dst.display(dst)}")
         tolerance = max(ctx.src.capabilities.mtime_precision, ctx.dst.capabilities.mtime_precision)
-        if task.interrupted and existing.size == source.size and _mtime_close(existing.mtime, source.mtime, tolerance):
+        same = existing.size == source.size and _mtime_close(existing.mtime, source.mtime, tolerance)
+        if task.interrupted and same:
             return _verify_existing(task, ctx, source, existing, cancel)
+        if same and ctx.options.on_conflict not in ("overwrite", "rename"):
+            # Same size and modification time (within both ends' precision): a re-run skips it
+            # quietly, never asks. Only overwrite and rename say to write it all the same.
+            return _skip(ctx, source, SkipReason.IDENTICAL, "already there, identical")
         decision = _decide(task, ctx, source, existing)
         if decision == "skip":
             return _skip(ctx, source, SkipReason.POLICY, "skipped: destination exists")
@@ -306,8 +366,8 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
     return outcome if dst == task.dst else Outcome(outcome.state, outcome.verification, outcome.hash, dst)
 
 
-def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None):  # type: ignore[no-untyped-def]
-    kw = {}
+def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None) -> Writer:
+    kw: dict[str, Any] = {}
     if ctx.dst.keeps_resume_state and ctx.store is not None and token.isdigit():
         kw["resume_slot"] = _TaskSlot(ctx.store, int(token))
     try:
@@ -318,9 +378,36 @@ def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: 
         return ctx.dst.open_write(dst, size=source.size, token=token, resume=resume, readback=readback, **kw)
 
 
+class _Progress:
+    """Bytes this attempt has counted, so a failed attempt rewinds them rather than lies."""
+
+    __slots__ = ("_accounting", "counted")
+
+    def __init__(self, accounting: Accounting) -> None:
+        self._accounting, self.counted = accounting, 0
+
+    def __call__(self, n: int) -> None:
+        self.counted += n
+        self._accounting.add_bytes(n)
+
+    def rewind(self) -> None:
+        self._accounting.add_bytes(-self.counted)
+
+
+@dataclass
+class _Streamed:
+    """What a strategy moved: the byte count, the stream's hash, the source's evidence check."""
+
+    copied: int
+    src_hash: str | None = None
+    check: EvidenceCheck | None = None
+
+
 def _transfer(
     task: Task, ctx: CopyContext, source: Entry, dst: str, overwrite: bool, resume: bool, cancel: CancelToken
 ) -> Outcome:
+    """One attempt: a strategy moves the bytes (server-side, or streamed: chunked, hash-feeding or
+    buffer-lending), then verification and the commit happen in one place."""
     opts = ctx.options
     algo = opts.hash_algo
     readback = algo if algo and ctx.dst.capabilities.readback else None
@@ -329,133 +416,179 @@ def _transfer(
     if writer.offset > size:  # a partial longer than the source: the source changed; start over
         writer.abort(keep_partial=False)
         writer = _open_writer(ctx, dst, source, str(task.id), False, readback)
-    counted = 0
-    matched = False
-    check = _source_check(ctx, source) if algo else None
-
-    def on_bytes(n: int) -> None:
-        nonlocal counted
-        counted += n
-        ctx.accounting.add_bytes(n)
-
+    progress = _Progress(ctx.accounting)
     try:
         with writer:
-            copied = writer.offset
-            set_mtime = getattr(writer, "set_mtime", None)
-            if set_mtime is not None and opts.preserve_mtime:
-                set_mtime(source.mtime)  # S3 multipart: metadata goes with the upload's first request
-            same_endpoint = ctx.src.endpoint == ctx.dst.endpoint
-            server_copy = getattr(ctx.src, "server_copy", None)
-            if algo is None and same_endpoint and ctx.src.capabilities.server_side_copy and server_copy:
-                on_bytes(writer.offset)
-                before = counted
-                server_copy(source.path, writer, _limited(on_bytes, ctx, cancel), cancel)
-                copied += counted - before
-                src_hash = None
+            if opts.preserve_mtime:
+                writer.set_mtime(source.mtime)  # S3 multipart: metadata goes with the first request
+            copier = ctx.src.features.server_copier
+            if algo is None and copier is not None and ctx.src.endpoint == ctx.dst.endpoint:
+                moved = _server_side(copier, ctx, source, writer, progress, cancel)
             else:
-                hasher: Hasher | None = new_hasher(algo) if algo else None
-                if hasher is not None and check is not None:
-                    hasher = _Tee(hasher, check)  # the source's evidence sees exactly the bytes hashed
-                share = getattr(writer, "share_stream_hasher", None)
-                if hasher is not None and share is not None:
-                    # A writer whose destination check is its own (S3: Content-MD5 and ETags) takes
-                    # this stream hash rather than hashing the same bytes a second time.
-                    share(hasher)
-                chunk = ctx.limiters.chunk_hint(CHUNK) if ctx.limiters else CHUNK
-                # A buffer no bigger than the file needs (one byte over, so the read that finds
-                # the end is not a second full-size one): allocating and zeroing 1 MiB for each
-                # 4 KiB file was a sixth of the engine's CPU time on small files.
-                buf = bytearray(min(chunk, max(SMALL_BUFFER, size - writer.offset + 1)))
-                view = memoryview(buf)
-                start = writer.offset
-                if start and (hasher is not None or not ctx.src.capabilities.range_read):
-                    # Resuming: the prefix already on the destination still has to enter the hash.
-                    with ctx.src.open_read(source.path, 0, start) as f:
-                        got = 0
-                        while got < start:
-                            cancel.check()
-                            n = f.readinto(view[: min(chunk, start - got)])  # type: ignore[attr-defined]
-                            if not n:
-                                break
-                            if hasher is not None:
-                                hasher.update(view[:n])
-                            writer.feed_prefix(view[:n])
-                            got += n
-                    if got != start:
-                        raise Transient(f"Source shrank while resuming: {ctx.src.display(source.path)}")
-                if start:
-                    on_bytes(start)
-                with ctx.src.open_read(source.path, start) as f:
-                    readinto = f.readinto  # type: ignore[attr-defined]
-                    write = writer.write
-                    limiters = ctx.limiters
-                    # A reader that hashes what it returns, in order, on its own threads (S3's
-                    # parallel ranges) takes the hasher: hashing then overlaps this loop's writes.
-                    feed = getattr(f, "feed_hasher", None)
-                    loop_hasher = None if hasher is not None and feed is not None and feed(hasher) else hasher
-                    # Such a reader may also lend its own buffers: written as they are, not copied
-                    # into ours (the bandwidth limiter keeps the chunked loop, to pace evenly).
-                    views = getattr(f, "next_view", None) if loop_hasher is None and not limiters else None
-                    if hasher is not None and not start and (loop_hasher is not None or views is not None):
-                        # What is written is exactly what was hashed (here, or by the reader into
-                        # the buffers it lends): a writer that reads back may compare each write
-                        # with what landed instead of hashing the file a second time.
-                        writer.compare_writes(hasher)
-                    if views is not None:
-                        copied += _write_lent(views, write, chunk, cancel, on_bytes)
-                    while views is None:
-                        cancel.check()
-                        n = readinto(view)
-                        if not n:
-                            break
-                        chunk_view = view[:n]
-                        if loop_hasher is not None:
-                            loop_hasher.update(chunk_view)
-                        if limiters:
-                            limiters.consume(n, cancel)
-                        write(chunk_view)
-                        copied += n
-                        on_bytes(n)
-                src_hash = hasher.hexdigest() if hasher is not None else None
-            dst_hash = writer.finish()
-            if copied != size:
-                raise Transient(
-                    f"Source changed size during the copy ({size} -> {copied} bytes): {ctx.src.display(source.path)}"
-                )
-            if algo is not None and dst_hash is not None and dst_hash != src_hash:
-                writer.abort(keep_partial=False)
-                raise ChecksumMismatch(
-                    f"Checksum mismatch for {ctx.dst.display(dst)}: {algo} of the source {src_hash}, "
-                    f"destination {dst_hash}"
-                )
-            from_source = _source_side(ctx, source, algo, src_hash, check, writer)
-            writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
-            verification = _landed_side(opts.verify, algo, dst_hash, writer, from_source)
-            matched = verification.level is Level.CHECKSUM
-            if source.meta.get("name_note"):
-                verification = verification.with_note(source.meta["name_note"])
+                moved = _streamed(ctx, source, writer, progress, cancel)
+            verification = _verify_and_commit(ctx, source, dst, writer, moved, overwrite)
     except BaseException:
-        ctx.accounting.add_bytes(-counted)  # progress that rewinds rather than lies
+        progress.rewind()
         raise
-    if opts.verify != "none" and not matched:
-        # No read-back: at least the size of what now stands under the final name must be right.
-        landed = _stat_or_none(ctx.dst, dst)
-        if landed is None or landed.size != size:
-            if landed is not None:
-                ctx.dst.remove(dst)  # ours, just written, and wrong: never leave it under the final name
-            raise ChecksumMismatch(
-                f"{ctx.dst.display(dst)} has {landed.size if landed else 'no'} bytes after the copy, expected {size}"
-            )
-    return Outcome("done", verification, src_hash)
+    if opts.verify != "none" and verification.level is not Level.CHECKSUM:
+        _check_landed_size(ctx, dst, size)
+    return Outcome("done", verification, moved.src_hash)
+
+
+def _server_side(
+    copier: ServerCopier, ctx: CopyContext, source: Entry, writer: Writer, progress: _Progress, cancel: CancelToken
+) -> _Streamed:
+    progress(writer.offset)
+    before = progress.counted
+    copier.server_copy(source.path, writer, _limited(progress, ctx, cancel), cancel)
+    return _Streamed(writer.offset + progress.counted - before)
+
+
+def _streamed(ctx: CopyContext, source: Entry, writer: Writer, progress: _Progress, cancel: CancelToken) -> _Streamed:
+    """Read the source once, hash those bytes as they pass (with the source store's evidence
+    check beside), and write them; a resumed partial's prefix is re-read into the hash first."""
+    algo = ctx.options.hash_algo
+    check = _source_check(ctx, source) if algo else None
+    hasher: Hasher | None = new_hasher(algo) if algo else None
+    if hasher is not None and check is not None:
+        hasher = _Tee(hasher, check)  # the source's evidence sees exactly the bytes hashed
+    if hasher is not None:
+        # A writer whose destination check is its own (S3: Content-MD5 and ETags) may take this
+        # stream hash rather than hashing the same bytes a second time.
+        writer.share_stream_hasher(hasher)
+    chunk = ctx.limiters.chunk_hint(CHUNK) if ctx.limiters else CHUNK
+    # A buffer no bigger than the file needs (one byte over, so the read that finds the end is
+    # not a second full-size one): allocating and zeroing 1 MiB for each 4 KiB file was a sixth
+    # of the engine's CPU time on small files.
+    start = writer.offset
+    view = memoryview(bytearray(min(chunk, max(SMALL_BUFFER, (source.size or 0) - start + 1))))
+    if start and (hasher is not None or not ctx.src.capabilities.range_read):
+        _read_prefix(ctx, source, writer, hasher, view[:chunk], cancel)
+    if start:
+        progress(start)
+    copied = start + _stream_body(ctx, source, writer, hasher, view, chunk, progress, cancel)
+    return _Streamed(copied, hasher.hexdigest() if hasher is not None else None, check)
+
+
+def _read_prefix(
+    ctx: CopyContext, source: Entry, writer: Writer, hasher: Hasher | None, view: memoryview, cancel: CancelToken
+) -> None:
+    """Resuming: the prefix already on the destination still has to enter the hash."""
+    start = writer.offset
+    got = 0
+    with ctx.src.open_read(source.path, 0, start) as f:
+        while got < start:
+            cancel.check()
+            n = f.readinto(view[: min(len(view), start - got)])
+            if not n:
+                break
+            if hasher is not None:
+                hasher.update(view[:n])
+            writer.feed_prefix(view[:n])
+            got += n
+    if got != start:
+        raise Transient(f"Source shrank while resuming: {ctx.src.display(source.path)}")
+
+
+def _stream_body(
+    ctx: CopyContext,
+    source: Entry,
+    writer: Writer,
+    hasher: Hasher | None,
+    view: memoryview,
+    chunk: int,
+    progress: _Progress,
+    cancel: CancelToken,
+) -> int:
+    start = writer.offset
+    with ctx.src.open_read(source.path, start) as f:
+        declared = reader_features(f)
+        # A reader that hashes what it returns, in order, on its own threads (S3's parallel
+        # ranges) takes the hasher: hashing then overlaps this loop's writes.
+        fed = hasher is not None and declared.feeds_hasher and f.feed_hasher(hasher)  # type: ignore[attr-defined]
+        loop_hasher = None if fed else hasher
+        # Such a reader may also lend its own buffers: written as they are, not copied into ours
+        # (the bandwidth limiter keeps the chunked loop, to pace evenly).
+        lend = declared.lends_buffers and loop_hasher is None and not ctx.limiters
+        if hasher is not None and not start and (loop_hasher is not None or lend):
+            # What is written is exactly what was hashed (here, or by the reader into the buffers
+            # it lends): a writer that reads back may compare each write with what landed
+            # instead of hashing the file a second time.
+            writer.compare_writes(hasher)
+        if lend:
+            return _write_lent(f.next_view, writer.write, chunk, cancel, progress)  # type: ignore[attr-defined]
+        return _write_loop(f, writer, view, loop_hasher, ctx.limiters, progress, cancel)
+
+
+def _write_loop(
+    f: Reader,
+    writer: Writer,
+    view: memoryview,
+    hasher: Hasher | None,
+    limiters: Limiters | None,
+    progress: _Progress,
+    cancel: CancelToken,
+) -> int:
+    readinto, write = f.readinto, writer.write
+    total = 0
+    while True:
+        cancel.check()
+        n = readinto(view)
+        if not n:
+            return total
+        chunk_view = view[:n]
+        if hasher is not None:
+            hasher.update(chunk_view)
+        if limiters:
+            limiters.consume(n, cancel)
+        write(chunk_view)
+        total += n
+        progress(n)
+
+
+def _verify_and_commit(
+    ctx: CopyContext, source: Entry, dst: str, writer: Writer, moved: _Streamed, overwrite: bool
+) -> Verification:
+    """Sizes, the destination's check, the source store's evidence, then the commit: the file
+    appears under its name only when nothing disagreed."""
+    opts = ctx.options
+    algo = opts.hash_algo
+    size = source.size or 0
+    dst_hash = writer.finish()
+    if moved.copied != size:
+        raise Transient(
+            f"Source changed size during the copy ({size} -> {moved.copied} bytes): {ctx.src.display(source.path)}"
+        )
+    if algo is not None and dst_hash is not None and dst_hash != moved.src_hash:
+        writer.abort(keep_partial=False)
+        raise ChecksumMismatch(
+            f"Checksum mismatch for {ctx.dst.display(dst)}: {algo} of the source {moved.src_hash}, "
+            f"destination {dst_hash}"
+        )
+    from_source = _source_side(ctx, source, algo, moved.src_hash, moved.check, writer)
+    writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
+    verification = _landed_side(opts.verify, algo, dst_hash, writer, from_source)
+    name_note = source.meta.get("name_note")
+    return verification.with_note(name_note) if name_note else verification
+
+
+def _check_landed_size(ctx: CopyContext, dst: str, size: int) -> None:
+    """No checksum of what landed: at least the size of what now stands under the final name must
+    be right."""
+    landed = _stat_or_none(ctx.dst, dst)
+    if landed is None or landed.size != size:
+        if landed is not None:
+            ctx.dst.remove(dst)  # ours, just written, and wrong: never leave it under the final name
+        raise ChecksumMismatch(
+            f"{ctx.dst.display(dst)} has {landed.size if landed else 'no'} bytes after the copy, expected {size}"
+        )
 
 
 def _source_check(ctx: CopyContext, source: Entry) -> EvidenceCheck | None:
     """The source store's own evidence about this object, fed the stream (None: the source is not
     a store that keeps any, such as a local disk or an SSH host, whose stream is the file)."""
-    if not ctx.src.capabilities.source_evidence:
-        return None
-    src: SourceEvidence = ctx.src  # type: ignore[assignment]  # declared by the capability
-    return src.evidence_for(source)
+    evidence = ctx.src.features.source_evidence
+    return evidence.evidence_for(source) if evidence is not None else None
 
 
 def _source_side(
@@ -518,8 +651,6 @@ def _landed_side(
         return Verification(Level.SIZE, algo, writer.evidence, f"size only ({from_source.note})")
     v = v.with_evidence(*from_source.evidence)
     return v.with_note(from_source.note) if from_source.note else v
-
-
 
 
 def _write_lent(
