@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from ferry.core.outcomes import Level, SkipReason
-
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import SCHEMA_VERSION, NewTask, Store, StoreError
 
