@@ -74,7 +74,7 @@ def _shoot(out: Path, home: Path) -> int:
     from ferry.backends.memory import get_store
     from ferry.core.errors import PermissionDenied
     from ferry.sharing import ledger
-    from ferry.sharing.base import Link
+    from ferry.sharing.types import Link
     from ferry.ui.dialogs.share import ShareDialog
     from ferry.ui.dialogs.site_manager import SiteManagerDialog
     from ferry.ui.main_window import MainWindow

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from ferry.backends.sharing import create_share, revoke_share
 from ferry.core.errors import NotFound, Unsupported
 from ferry.sharing import ledger
-from ferry.sharing.base import Link, ShareRequest, create_share, revoke_share
+from ferry.sharing.types import Link, ShareRequest
 from helpers import Ferry
 
 

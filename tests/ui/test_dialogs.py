@@ -13,7 +13,7 @@ from ferry.backends.memory import MemoryBackend
 from ferry.core.address import parse_address
 from ferry.credentials.sites import SiteStore
 from ferry.sharing import ledger
-from ferry.sharing.base import Link
+from ferry.sharing.types import Link
 from ferry.transfers.copy import Conflict
 from ferry.transfers.store import Task
 from ferry.ui.bridge import Bridge

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.core.units import format_duration, parse_duration, parse_size
 
 if TYPE_CHECKING:  # imported when a link is made, not for every 'ferry' command
-    from ferry.sharing.base import Link, ShareRequest
+    from ferry.sharing.types import Link, ShareRequest
 
 
 def register(sub: Any) -> None:
@@ -57,7 +57,7 @@ def register(sub: Any) -> None:
 
 def _request(args: argparse.Namespace) -> ShareRequest:
     from ferry.core.errors import UsageError
-    from ferry.sharing.base import ShareRequest
+    from ferry.sharing.types import ShareRequest
 
     if sum(bool(x) for x in (args.grant, args.group, args.public)) > 1:
         raise UsageError("Choose one of --grant, --group and --public")
@@ -104,14 +104,14 @@ def run(args: argparse.Namespace) -> int:
     if args.address == "revoke":
         if not args.link_id:
             raise UsageError("Say which link: ferry share revoke ID (ids are in 'ferry share list')")
-        from ferry.sharing.base import revoke_share
+        from ferry.backends.sharing import revoke_share
 
         link = revoke_share(args.link_id)
         print(f"Revoked {link.id}: {link.kind} for {link.target}")
         return 0
     if args.link_id:
         raise UsageError(f"Unexpected argument {args.link_id!r}")
-    from ferry.sharing.base import create_share
+    from ferry.backends.sharing import create_share
 
     link = create_share(args.address, _request(args))
     for warning in link.warnings:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ferry.core.dirs import data_dir, ensure_private_dir
 from ferry.core.errors import NotFound
-from ferry.sharing.base import Link
+from ferry.sharing.types import Link
 
 _lock = threading.Lock()
 

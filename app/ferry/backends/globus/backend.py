@@ -44,7 +44,7 @@ from ferry.core.errors import (
 )
 
 if TYPE_CHECKING:
-    from ferry.sharing.base import Link, ShareRequest
+    from ferry.sharing.types import Link, ShareRequest
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from ferry.core.errors import NotFound, Unsupported, UsageError
-from ferry.sharing.base import Link, ShareRequest
+from ferry.sharing.types import Link, ShareRequest
 
 if TYPE_CHECKING:
     from ferry.backends.globus.service import Collection

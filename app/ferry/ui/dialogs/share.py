@@ -1,6 +1,6 @@
 """Share a file or folder: link kind, expiry (checked against the backend's limit), issued links.
 
-Links are made by :func:`ferry.sharing.create_share` on a worker thread and recorded in the
+Links are made by :func:`ferry.backends.sharing.create_share` on a worker thread and recorded in the
 ledger; the list below shows every link issued on this computer with a live expiry countdown
 and a Revoke button where the service can take a link back (S3 pre-signed links cannot: the
 dialog says that revoking one means rotating the signing key).
@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 )
 
 from ferry.core.errors import describe
-from ferry.sharing.base import Link, ShareRequest
+from ferry.sharing.types import Link, ShareRequest
 
 # The longest expiry each kind of backend honours (None: until revoked). S3 pre-signed URLs are
 # signed with SigV4, which caps them at 7 days.
@@ -83,8 +83,8 @@ class ShareDialog(QDialog):
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
+        from ferry.backends.sharing import create_share, revoke_share
         from ferry.sharing import ledger
-        from ferry.sharing.base import create_share, revoke_share
 
         self.setWindowTitle(f"Share {target}")
         self.setObjectName("shareDialog")

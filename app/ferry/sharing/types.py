@@ -1,4 +1,6 @@
-"""The sharing interface: a request, the link it produced, and the dispatch onto backends."""
+"""The sharing types: a request, the link it produced, and the :class:`Sharer` protocol a backend
+that can share implements. Types only: backends import this module and nothing else of
+``ferry.sharing``; making a link at an address is :mod:`ferry.backends.sharing`."""
 
 from __future__ import annotations
 
@@ -6,8 +8,6 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Protocol, runtime_checkable
-
-from ferry.core.errors import Unsupported
 
 
 @dataclass(frozen=True)
@@ -53,40 +53,3 @@ class Sharer(Protocol):
 
     def revoke(self, link: Link) -> None: ...
 
-
-def _sharer(backend: object, what: str) -> Sharer:
-    if not isinstance(backend, Sharer):
-        scheme = getattr(backend, "scheme", "this")
-        raise Unsupported(f"{scheme} sites cannot {what}: share links exist for S3 buckets and Globus collections")
-    return backend
-
-
-def create_share(address_text: str, request: ShareRequest, *, record: bool = True) -> Link:
-    """Make a link for ``address_text`` and, unless told not to, record it in the ledger."""
-    from ferry.backends.registry import BackendPool
-    from ferry.credentials.sites import resolve_address
-    from ferry.sharing import ledger
-
-    address = resolve_address(address_text)
-    with BackendPool() as pool:
-        backend = pool.get(address)
-        link = _sharer(backend, "make share links").share(address.path, request)
-    if record:
-        ledger.add(link)
-    return link
-
-
-def revoke_share(link_id: str) -> Link:
-    """Take a recorded link back where its backend can; raise Unsupported (with why) otherwise."""
-    from ferry.backends.registry import BackendPool
-    from ferry.credentials.sites import resolve_address
-    from ferry.sharing import ledger
-
-    link = ledger.get(link_id)
-    if not link.revocable:
-        raise Unsupported(f"Link {link.id} cannot be revoked early: {link.revoke_note or 'the service has no way to'}")
-    address = resolve_address(link.target)
-    with BackendPool() as pool:
-        _sharer(pool.get(address), "revoke links").revoke(link)
-    ledger.remove(link.id)
-    return link
