@@ -24,9 +24,9 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
-from ferry.backends.base import Backend, Capabilities, Entry, JobDelegate, Kind, Writer, temp_name
+from ferry.backends.base import Backend, Capabilities, Entry, JobDelegate, Kind, Reader, Writer, temp_name
 from ferry.backends.globus import https, local, tasks
 from ferry.backends.globus.service import TransferService
 from ferry.backends.globus.share import make_link, revoke_link
@@ -231,7 +231,7 @@ class GlobusBackend(TransferService, Backend):
                 return entry_from_doc(parent or "/", d, path=clean)
         raise NotFound(f"Not found: {self.display(target)}")
 
-    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
         return https.https_read(self, path, offset, length)
 
     def open_write(

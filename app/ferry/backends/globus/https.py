@@ -12,10 +12,10 @@ from __future__ import annotations
 import queue
 import threading
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote
 
-from ferry.backends.base import Writer
+from ferry.backends.base import Reader, Writer
 from ferry.core.errors import (
     AlreadyExists,
     AuthError,
@@ -75,7 +75,7 @@ def _check(resp: requests.Response, what: str) -> None:
     raise FerryError(f"The collection's HTTPS server refused while {what}: HTTP {code} {text}")
 
 
-def https_read(backend: Collection, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+def https_read(backend: Collection, path: str, offset: int = 0, length: int | None = None) -> Reader:
     import requests
 
     base = backend.https_base()
@@ -100,7 +100,7 @@ def https_read(backend: Collection, path: str, offset: int = 0, length: int | No
         raise Transient(f"The collection's HTTPS server ignored the byte range while {what}")
     raw = resp.raw
     raw.decode_content = True
-    return cast(BinaryIO, raw)
+    return cast(Reader, raw)  # urllib3's response: readinto, close, a context manager
 
 
 class HTTPSWriter(Writer):
