@@ -178,8 +178,9 @@ def test_ask_without_terminal_fails_existing_files_clearly(
     # Two files onto dst/ with the default policy (ask); one of them exists there already.
     res = ferry("cp", s, tmp_path / "src" / "b.txt", tmp_path / "dst")
     assert res.returncode == 1, describe(res)
-    assert "exists and no one is there to ask" in res.stderr
-    assert "--on-conflict" in res.stderr
+    # One line for every file that differs, saying how to decide (not one line per file).
+    assert "1 file(s) differ from what is already at the destination; choose with --on-conflict" in res.stderr
+    assert not [line for line in res.stderr.splitlines() if line.startswith("failed:")], res.stderr
     assert d.read_bytes() == before  # untouched
     assert (tmp_path / "dst" / "b.txt").read_bytes() == b"new file"  # the others still copied
     assert ferry.jobs()[-1]["state"] == "failed"

@@ -4,6 +4,8 @@
     job = ferry.enqueue(["/scratch/out/step_0001.h5"], "/mnt/archive/run42/")
     ferry.copy(["results/"], "/mnt/archive/", recursive=True)     # runs now, returns when verified
     print(ferry.status(job)["state"])
+    ferry.move(["run41/"], "cluster:/archive/", recursive=True)  # sources go once their copies verified
+    ferry.pause(job); ferry.resume(job)                      # the same job control as 'ferry queue'
 
     from ferry.api import Shipper            # ship each output while the code keeps computing
     with Shipper("cluster:/archive/run42") as s:
@@ -26,11 +28,27 @@ from typing import Any
 
 from ferry.backends.registry import BackendPool
 from ferry.core.errors import FerryError, NotFound, UsageError
+from ferry.transfers import control, jobs
 from ferry.transfers.options import JobOptions
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store, runner_id
 
-__all__ = ["Failure", "JobResult", "ShipFailed", "ShipTimeout", "Shipper", "copy", "enqueue", "status", "wait"]
+__all__ = [
+    "Failure",
+    "JobResult",
+    "ShipFailed",
+    "ShipTimeout",
+    "Shipper",
+    "cancel",
+    "copy",
+    "enqueue",
+    "move",
+    "pause",
+    "resume",
+    "retry",
+    "status",
+    "wait",
+]
 
 
 @dataclass(frozen=True)
@@ -47,11 +65,8 @@ class JobResult:
 
 
 def _prepare(sources: list[str], dest: str, options: JobOptions, store: Store, **job: Any) -> int:
-    from ferry.cli.transfer_common import create_job, prepare_job
-
     with BackendPool() as pool:
-        srcs, dst, roots = prepare_job(sources, dest, options.recursive, pool)
-    return create_job(store, srcs, dst, roots, options, **job)
+        return jobs.new_job(store, pool, sources, dest, options, **job)
 
 
 def enqueue(
@@ -61,11 +76,20 @@ def enqueue(
     recursive: bool = False,
     verify: str = "sha256",
     on_conflict: str = "skip",
+    move: bool = False,
+    allow_unverified_move: bool = False,
     store: Store | None = None,
 ) -> int:
-    """Record a job for ``ferry queue run`` (or :func:`copy`-style running later); return its id."""
+    """Record a job for ``ferry queue run`` (or :func:`copy`-style running later); return its id.
+    With ``move`` each source is deleted once its copy is checksum-verified (as ``ferry mv``)."""
     st = store or Store()
-    opts = JobOptions(recursive=recursive, verify=verify, on_conflict=on_conflict)
+    opts = JobOptions(
+        recursive=recursive,
+        verify=verify,
+        on_conflict=on_conflict,
+        move=move,
+        allow_unverified_move=allow_unverified_move,
+    )
     return _prepare(list(sources), dest, opts, st)
 
 
@@ -78,14 +102,50 @@ def copy(
     on_conflict: str = "skip",
     parallel: int = 4,
     bwlimit: int | None = None,
+    move: bool = False,
+    allow_unverified_move: bool = False,
     store: Store | None = None,
 ) -> JobResult:
     """Copy now, in this process, and return when the job has finished (or stopped)."""
     st = store or Store()
-    opts = JobOptions(recursive=recursive, verify=verify, on_conflict=on_conflict, bwlimit=bwlimit)
+    opts = JobOptions(
+        recursive=recursive,
+        verify=verify,
+        on_conflict=on_conflict,
+        bwlimit=bwlimit,
+        move=move,
+        allow_unverified_move=allow_unverified_move,
+    )
     job_id = _prepare(list(sources), dest, opts, st, state="running", runner=runner_id())
     summary = Runner(st, RunConfig(parallel=parallel, job_ids=[job_id])).run()
     return _result(st, job_id, summary.jobs.get(job_id))
+
+
+def move(sources: list[str], dest: str, **kw: Any) -> JobResult:
+    """:func:`copy` with ``move=True``: each source is deleted once its copy is checksum-verified
+    and the source still hashes the same; folders once everything in them was moved."""
+    return copy(sources, dest, move=True, **kw)
+
+
+# ---- job control: the same calls as 'ferry queue pause|resume|cancel|retry' and the window
+
+
+def pause(job_id: int, store: Store | None = None) -> bool:
+    """Pause a queued or running job (its runner stops within a second); False if it was neither."""
+    return control.pause(store or Store(), [job_id])[0].applied
+
+
+def resume(job_id: int, store: Store | None = None) -> bool:
+    return control.resume(store or Store(), [job_id])[0].applied
+
+
+def cancel(job_id: int, store: Store | None = None) -> bool:
+    return control.cancel(store or Store(), [job_id])[0].applied
+
+
+def retry(job_id: int, on_conflict: str | None = None, store: Store | None = None) -> int:
+    """Queue a job's failed files again (optionally under another conflict policy); how many."""
+    return control.retry(store or Store(), [job_id], on_conflict)[0].files
 
 
 def _result(store: Store, job_id: int, state: str | None = None) -> JobResult:
@@ -189,8 +249,8 @@ class Shipper:
         store: Store | None = None,
     ) -> None:
         from ferry.backends.local import LocalBackend
-        from ferry.cli.transfer_common import canonical, resolve
         from ferry.transfers import watch_live
+        from ferry.transfers.jobs import canonical, resolve
 
         self.store = st = store or Store()
         self._pool = watch_live.LentPool()  # one login per host, shared with the runner

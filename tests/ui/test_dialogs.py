@@ -6,7 +6,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication, QDialog
+from PySide6.QtWidgets import QApplication, QDialog, QLabel
 
 from ferry.backends.base import Entry, Kind
 from ferry.backends.memory import MemoryBackend
@@ -14,7 +14,7 @@ from ferry.core.address import parse_address
 from ferry.credentials.sites import SiteStore
 from ferry.sharing import ledger
 from ferry.sharing.types import Link
-from ferry.transfers.copy import Conflict
+from ferry.transfers.copy import Answer, Conflict
 from ferry.transfers.store import Task
 from ferry.ui.bridge import Bridge
 from ferry.ui.dialogs.conflict import ConflictAsker, ConflictDialog
@@ -222,18 +222,23 @@ def test_conflict_dialog_answers_and_apply_to_all(qtbot) -> None:  # type: ignor
     dlg2.reject()
     assert dlg2.answer == "skip"  # closing keeps the existing file
 
-    # Asked from a worker thread, answered in the dialog, "apply to all" remembered.
+    # Asked from a worker thread, answered in the dialog; "apply to all" comes back with the
+    # answer (the engine keeps it with that one job: tests/test_conflict_answers.py).
     bridge = Bridge()
     asker = ConflictAsker(bridge, lambda: None)
-    bridge.prompt_shown.connect(lambda d: (d.for_all.setChecked(True), d.buttons["rename"].click()))
-    task = Task(1, 1, "file", "/a/x.csv", "/b/x.csv", "x.csv", 10, None, None, "running", 0, False,
+    shown: list[str] = []
+    bridge.prompt_shown.connect(
+        lambda d: (shown.append(d.findChild(QLabel).text()), d.for_all.setChecked(True), d.buttons["rename"].click())
+    )
+    task = Task(1, 7, "file", "/a/x.csv", "/b/x.csv", "x.csv", 10, None, None, "running", 0, False,
                 None, None, None, None, None)  # fmt: skip
-    answers: list[str] = []
-    t = threading.Thread(target=lambda: answers.extend([asker(Conflict(task, src, old, "/b/x.csv")) for _ in range(3)]))
+    answers: list[Answer] = []
+    t = threading.Thread(target=lambda: answers.append(asker(Conflict(task, src, old, "/b/x.csv"))))
     t.start()
-    qtbot.waitUntil(lambda: len(answers) == 3, timeout=10_000)
+    qtbot.waitUntil(lambda: len(answers) == 1, timeout=10_000)
     t.join()
-    assert answers == ["rename", "rename", "rename"] and asker.for_all == "rename"
+    assert answers == [Answer("rename", for_all=True)]
+    assert "job 7" in shown[0]
     bridge.shutdown()
 
 

@@ -1,7 +1,9 @@
-"""``ferry cp``: copy now, with live progress, and exit 0 only when every file is verified.
+"""``ferry cp`` and ``ferry mv``: copy (or move) now, with live progress, and exit 0 only when
+every file is verified (and, for ``mv``, every source was deleted).
 
 The copy is recorded in the queue like any other job, so a ``cp`` killed half way (or stopped by
-a full disk) is finished later by ``ferry queue run`` without redoing what is done.
+a full disk) is finished later by ``ferry queue run`` without redoing what is done. ``mv`` is the
+same job with the engine's move option: a source goes only once its copy is checksum-verified.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from ferry.core.outcomes import Level
 from ferry.core.units import format_size
 
 if TYPE_CHECKING:  # the engine is imported when a copy runs, not to build the parser
+    from ferry.core.outcomes import OutcomeCounts
     from ferry.transfers.planner import Root
+    from ferry.transfers.store import Job, Store
 
 
 def register(sub: Any) -> None:
@@ -41,24 +45,43 @@ def register(sub: Any) -> None:
     p.add_argument("--manifest", metavar="FILE", help="afterwards, write a sha256sum-style manifest of what arrived")
     p.set_defaults(handler=run)
 
+    p = sub.add_parser(
+        "mv",
+        help="move files and folders now: each source is deleted once its copy is verified",
+        description="Move SOURCE... to DEST: copy as 'ferry cp' does (same rules for DEST, same options), then "
+        "delete each source once its copy was checked by checksum and the source still hashes the same; a "
+        "folder goes once everything in it was moved. Anything not proven stays where it was, and the summary "
+        "says why. Exits 0 only when every file arrived verified and every source was deleted. A move checked "
+        "by size only (--verify size|none) is refused unless --allow-unverified-move accepts it.",
+        epilog="Examples:\n  ferry mv -r ~/data/run42 /mnt/archive/\n  ferry mv -r results cluster:/scratch/me/\n"
+        "  ferry mv --verify size --allow-unverified-move big.tar s3://bucket/old/",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("sources", nargs="+", metavar="SOURCE", help="files or folders to move")
+    p.add_argument("dest", metavar="DEST", help="where they go")
+    tc.add_job_options(p, timing=False, move="always")
+    tc.add_run_options(p)
+    p.add_argument("--dry-run", "-n", action="store_true", help="print what would be moved; change nothing")
+    p.add_argument("--manifest", metavar="FILE", help="afterwards, write a sha256sum-style manifest of what arrived")
+    p.set_defaults(handler=run, move=True)
+
 
 def run(args: argparse.Namespace) -> int:
+    from ferry.transfers import jobs, move
     from ferry.transfers.scheduler import RunConfig, Runner
     from ferry.transfers.store import Store, runner_id
 
-    sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
     pool = BackendPool()
-    srcs, dst, roots = tc.prepare_job(sources, dest, args.recursive, pool)
+    prepared = jobs.prepare(args.sources, args.dest, options, pool)
     if args.dry_run:
-        return _dry_run(roots, args.json)
+        return _dry_run(prepared.roots, args.json, move=options.move)
 
     store = Store()
-    me = runner_id()
-    job_id = tc.create_job(store, srcs, dst, roots, options, state="running", runner=me)
+    job_id = jobs.create(store, prepared, options, state="running", runner=runner_id())
     runner = Runner(store, RunConfig(job_ids=[job_id], **tc.parallel_config(args.parallel)), pool=pool)
     output = tc.Output(runner.accounting, as_json=args.json)
-    runner.listener = tc.CliListener(output)
+    runner.listener = tc.RunListener(output)
     if options.on_conflict == "ask" and tc.can_ask():
         runner.ask = tc.TerminalAsk(output)
     summary = tc.run_in_foreground(runner, output)
@@ -71,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
     code = EXIT_OK if state == "done" else EXIT_INTERRUPTED if summary.stopped == "interrupted" else EXIT_FAILED
     if code == EXIT_OK and tc.names_refused(counts):
         code = EXIT_FAILED  # as aws, s5cmd and rclone: a file left out for its name is not success
-    size_only = counts.below(Level.CHECKSUM) if options.hash_algo else 0
+    moved = move.progress(store, job_id) if options.move else None
+    if code == EXIT_OK and moved is not None and (moved.kept_total or not moved.finished):
+        code = EXIT_FAILED  # a move that left sources behind did not do what was asked
     if args.json:
+        size_only = counts.below(Level.CHECKSUM) if options.hash_algo else 0
         output.emit(
             {
                 "event": "result",
@@ -82,20 +108,26 @@ def run(args: argparse.Namespace) -> int:
                 "exit_code": code,
                 "size_only": size_only,
                 "outcomes": counts.to_json(),
+                **({"move": json.loads(moved.to_json())} if moved is not None else {}),
                 **tc.snapshot_dict(snap),
             }
         )
     else:
-        text = tc.summary_text(snap, counts, options.verify, job_id)
-        if state == "done":
-            sys.stderr.write(f"{text}\n")
-        else:
-            sys.stderr.write(f"{text}\njob {job_id} {state}" + (f": {job.message}" if job.message else "") + "\n")
+        _say(store, job, state, tc.summary_text(snap, counts, options.verify, job_id), counts)
     store.close()
     return code
 
 
-def _dry_run(roots: list[Root], as_json: bool) -> int:
+def _say(store: Store, job: Job, state: str, summary: str, counts: OutcomeCounts) -> None:
+    """The summary, one line for files that differ from what is there, what a move did, the state."""
+    lines = [summary]
+    lines += [x for x in (tc.conflict_line(counts), tc.move_line(store, job.id)) if x]
+    if state != "done":
+        lines.append(f"job {job.id} {state}" + (f": {job.message}" if job.message else ""))
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
+def _dry_run(roots: list[Root], as_json: bool, *, move: bool = False) -> int:
     from ferry.transfers.planner import expand
 
     files = size = 0
@@ -127,5 +159,6 @@ def _dry_run(roots: list[Root], as_json: bool) -> int:
     if as_json:
         print(json.dumps({"event": "plan-summary", "files": files, "bytes": size}))
     else:
-        print(f"dry run: {files:,} file(s), {format_size(size)} would be copied; nothing was changed")
+        verb = "moved (each source deleted once its copy is verified)" if move else "copied"
+        print(f"dry run: {files:,} file(s), {format_size(size)} would be {verb}; nothing was changed")
     return EXIT_OK

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
 from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ferry.core.address import parse_address
-from ferry.core.errors import FerryError, UsageError
+from ferry.core.errors import UsageError
 from ferry.core.outcomes import OutcomeCounts, describe_counts
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_size, parse_size
@@ -44,7 +43,7 @@ def register(sub: Any) -> None:
     )
     p.add_argument("sources", nargs="+", metavar="SOURCE", help="files or folders to copy")
     p.add_argument("dest", metavar="DEST", help="where they go")
-    tc.add_job_options(p, timing=True)
+    tc.add_job_options(p, timing=True, move="option")
     p.add_argument("--bwlimit", metavar="RATE", help="bandwidth limit for this job, e.g. 50M")
     p.add_argument("--json", action="store_true", help="print the new job as JSON")
     p.set_defaults(handler=cmd_add)
@@ -126,12 +125,14 @@ def _store() -> Store:
 
 
 def cmd_add(args: argparse.Namespace) -> int:
+    from ferry.transfers import jobs
+
     sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
     with BackendPool() as pool:
-        srcs, dst, roots = tc.prepare_job(sources, dest, args.recursive, pool)
+        prepared = jobs.prepare(sources, dest, options, pool)
     store = _store()
-    job_id = tc.create_job(store, srcs, dst, roots, options)
+    job_id = jobs.create(store, prepared, options)
     if args.json:
         print(json.dumps(_job_dict(store, store.job(job_id))))
     else:
@@ -140,7 +141,8 @@ def cmd_add(args: argparse.Namespace) -> int:
             when += f", not before {datetime.fromtimestamp(options.start_at):%Y-%m-%d %H:%M}"
         if options.window:
             when += f", only between {options.window.replace('-', ' and ')}"
-        print(f"Queued job {job_id}: {', '.join(sources)} -> {dest}{when}")
+        verb = "move" if options.move else ""
+        print(f"Queued {verb + ' ' if verb else ''}job {job_id}: {', '.join(sources)} -> {dest}{when}")
         print("Run it with: ferry queue run")
     return EXIT_OK
 
@@ -288,87 +290,86 @@ def cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _targets(store: Store, args: argparse.Namespace, states: tuple[str, ...]) -> list[Job]:
+def _targets(store: Store, args: argparse.Namespace, states: tuple[str, ...]) -> list[int]:
+    from ferry.transfers import control
+
     if args.all:
-        return store.jobs(states)
+        return control.jobs_in(store, states)
     if not args.jobs:
         raise UsageError("Name the jobs (see 'ferry queue list'), or give --all")
-    return [store.job(j) for j in args.jobs]
+    return list(args.jobs)
+
+
+def _refused(change: Any, why: str) -> int:
+    sys.stderr.write(f"ferry: job {change.job_id} is {change.state}; {why}\n")
+    return EXIT_FAILED
 
 
 def cmd_pause(args: argparse.Namespace) -> int:
+    from ferry.transfers import control
+
     store = _store()
     code = EXIT_OK
-    for job in _targets(store, args, ("queued", "running")):
-        if job.state not in ("queued", "running"):
-            sys.stderr.write(f"ferry: job {job.id} is {job.state}; only queued or running jobs can be paused\n")
-            code = EXIT_FAILED
+    for c in control.pause(store, _targets(store, args, control.PAUSABLE)):
+        if not c.applied:
+            code = _refused(c, "only queued or running jobs can be paused")
             continue
-        store.set_job_state(job.id, "paused", "paused by you; 'ferry queue resume' continues it")
-        print(f"Paused job {job.id}" + (" (its runner stops within a second)" if job.runner_alive else ""))
+        print(f"Paused job {c.job_id}" + (" (its runner stops within a second)" if c.runner_alive else ""))
     return code
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from ferry.transfers import control
+
     store = _store()
     code = EXIT_OK
-    for job in _targets(store, args, ("paused",)):
-        if job.state != "paused":
-            sys.stderr.write(f"ferry: job {job.id} is {job.state}, not paused\n")
-            code = EXIT_FAILED
+    for c in control.resume(store, _targets(store, args, control.RESUMABLE)):
+        if not c.applied:
+            code = _refused(c, "not paused")
             continue
-        store.set_job_state(job.id, "queued", None)
-        print(f"Resumed job {job.id}; 'ferry queue run' picks it up")
+        print(f"Resumed job {c.job_id}; 'ferry queue run' picks it up")
     return code
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from ferry.transfers import control
+
     store = _store()
     code = EXIT_OK
-    for job in _targets(store, args, ("queued", "running", "paused")):
-        if job.state in ("done", "failed", "cancelled"):
-            sys.stderr.write(f"ferry: job {job.id} is already {job.state}\n")
-            code = EXIT_FAILED
+    with BackendPool() as pool:
+        changes = control.cancel(store, _targets(store, args, control.CANCELLABLE), pool)
+    for c in changes:
+        if not c.applied:
+            code = _refused(c, f"already {c.state}" if c.state in ("done", "failed", "cancelled") else "not cancelled")
             continue
-        running = job.state == "running" and job.runner_alive
-        store.set_job_state(job.id, "cancelled", "cancelled by you")
-        if not running:
-            # No runner will clean up after it: remove partial files of interrupted tasks here.
-            from ferry.transfers.scheduler import remove_partial
-
-            try:
-                with BackendPool() as pool:
-                    dst = pool.get(parse_address(job.dest))
-                    for task in store.tasks(job.id, states=("queued", "running"), kinds=("file",)):
-                        remove_partial(dst, task)
-            except FerryError as exc:
-                sys.stderr.write(f"ferry: could not remove partial files of job {job.id}: {exc.message}\n")
-            store.cancel_open_tasks(job.id)
-        print(f"Cancelled job {job.id}")
+        if c.problem:
+            sys.stderr.write(f"ferry: {c.problem}\n")
+        print(f"Cancelled job {c.job_id}")
     return code
 
 
 def cmd_retry(args: argparse.Namespace) -> int:
+    from ferry.transfers import control
+
     store = _store()
     total = 0
-    for job in _targets(store, args, ("failed", "cancelled", "paused")):
-        if args.on_conflict:
-            opts = job.options
-            opts.on_conflict = args.on_conflict
-            store.update_job_options(job.id, opts)
-        n = store.retry_failed(job.id, include_cancelled=job.state == "cancelled")
-        total += n
-        print(f"Job {job.id}: {n:,} file(s) queued again")
-    if total == 0 and not args.on_conflict:
+    code = EXIT_OK
+    for c in control.retry(store, _targets(store, args, ("failed", "cancelled", "paused")), args.on_conflict):
+        if not c.applied:
+            code = _refused(c, "nothing to retry")
+            continue
+        total += c.files
+        print(f"Job {c.job_id}: {c.files:,} file(s) queued again")
+    if total == 0 and not args.on_conflict and code == EXIT_OK:
         print("Nothing to retry.")
-    return EXIT_OK
+    return code
 
 
 def cmd_clear(args: argparse.Namespace) -> int:
+    from ferry.transfers import control
+
     store = _store()
-    states = ("done", "cancelled", "failed") if args.failed else ("done", "cancelled")
-    jobs = [j for j in store.jobs(states) if not args.jobs or j.id in args.jobs]
-    n = store.delete_jobs(j.id for j in jobs)
+    n = control.clear(store, args.jobs or None, include_failed=args.failed)
     print(f"Removed {n} finished job(s) from the queue")
     return EXIT_OK
 
@@ -422,7 +423,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         store.job(j)  # unknown job -> clear error before anything starts
     runner = Runner(store, config)
     output = tc.Output(runner.accounting, as_json=args.json)
-    listener = tc.CliListener(output)
+    listener = tc.RunListener(output)
     runner.listener = listener
     summary = tc.run_in_foreground(runner, output)
     snap = runner.accounting.snapshot()
@@ -450,7 +451,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
             why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(summary.stopped, "")
             total = OutcomeCounts()
+            notes: list[str] = []
             for job_id in states:
-                total.add(store.outcome_counts(job_id))
-            sys.stderr.write(f"{describe_counts(total)}; {line}{why}\n")
+                counts = store.outcome_counts(job_id)
+                total.add(counts)
+                said = (tc.conflict_line(counts, job_id), tc.move_line(store, job_id))
+                notes += [f"job {job_id}: {x}" for x in said if x]
+            sys.stderr.write("\n".join([f"{describe_counts(total)}; {line}{why}", *notes]) + "\n")
     return code

@@ -10,31 +10,39 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import datetime
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TextIO
 
-from ferry.backends.registry import BackendPool
-from ferry.core.address import Address, parse_address
 from ferry.core.errors import AlreadyExists, UsageError
 from ferry.core.hashing import VERIFY_MODES
 from ferry.core.outcomes import Level, OutcomeCounts, SkipReason, describe_counts
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_duration, format_rate, format_size, parse_size
-from ferry.transfers.options import CONFLICT_HELP, CONFLICT_POLICIES, JobOptions
+from ferry.transfers.jobs import canonical, create_job, prepare_job, resolve
+from ferry.transfers.options import (
+    CHOOSE_POLICY_HINT,
+    CONFLICT_HELP,
+    CONFLICT_POLICIES,
+    ConflictUnanswered,
+    JobOptions,
+)
 
 if TYPE_CHECKING:
     # The engine (scheduler, store, copy, planner and sqlite3) is imported by the commands that
     # run jobs, when they run: 'ferry ls' or 'ferry --help' starts without it.
-    from ferry.transfers.copy import Conflict
-    from ferry.transfers.planner import Root
+    from ferry.transfers.copy import Answer, Conflict
     from ferry.transfers.scheduler import Runner, RunSummary
     from ferry.transfers.store import NewTask, Store, Task, TaskResult
 
+# Job creation lives in the engine (ferry.transfers.jobs); these names stay importable from here.
+__all__ = ["canonical", "create_job", "prepare_job", "resolve"]
 
-def add_job_options(p: argparse.ArgumentParser, *, timing: bool) -> None:
+
+def add_job_options(p: argparse.ArgumentParser, *, timing: bool, move: str | None = None) -> None:
+    """The options of a job. ``move``: "option" adds ``--move`` (``queue add``), "always" only
+    the acceptance of an unverified move (``ferry mv``)."""
     p.add_argument("-r", "-R", "--recursive", action="store_true", help="copy folders and their contents")
     p.add_argument(
         "--verify",
@@ -53,6 +61,20 @@ def add_job_options(p: argparse.ArgumentParser, *, timing: bool) -> None:
         + " (default: ask)",
     )
     p.add_argument("--no-preserve-times", action="store_true", help="do not copy modification times")
+    if move == "option":
+        p.add_argument(
+            "--move",
+            action="store_true",
+            help="delete each source once its copy is checksum-verified and the source still hashes the same "
+            "(as 'ferry mv')",
+        )
+    if move is not None:
+        p.add_argument(
+            "--allow-unverified-move",
+            action="store_true",
+            help="with --verify size or none, or a transfer service's own check (Globus): delete sources after "
+            "that lesser check and a size comparison (a move is refused otherwise)",
+        )
     if timing:
         add_timing_options(p)
 
@@ -119,61 +141,8 @@ def job_options(args: argparse.Namespace, *, bwlimit: str | None = None) -> JobO
         window=str(parse_window(window)) if window else None,
         start_at=parse_start_at(start_at).timestamp() if start_at else None,
         preserve_mtime=not args.no_preserve_times,
-    )
-
-
-def canonical(address: Address) -> str:
-    """How a job records an address: sites resolved, so renaming a site never redirects a queued job."""
-    if address.is_local:
-        return address.path
-    return str(replace(address, site=None, trailing_slash=False))
-
-
-class _SiteNeeded(Exception):
-    pass
-
-
-def _no_sites(name: str) -> Address | None:
-    raise _SiteNeeded
-
-
-def resolve(text: str) -> Address:
-    # URLs and plain paths never consult a site: parse those without loading the saved-sites
-    # module (TOML, the keychain) into a short 'ferry cp'. NAME:path goes the full way.
-    try:
-        return parse_address(text, sites=_no_sites)
-    except _SiteNeeded:
-        pass
-    from ferry.credentials.sites import resolve_address
-
-    return resolve_address(text)
-
-
-def prepare_job(
-    sources: list[str], dest: str, recursive: bool, pool: BackendPool
-) -> tuple[list[Address], Address, list[Root]]:
-    """Parse and validate a copy request; raises UsageError (and changes nothing) if it is bad."""
-    from ferry.transfers.planner import resolve_roots
-
-    if not sources:
-        raise UsageError("Give at least one source and a destination")
-    src_addrs = [resolve(s) for s in sources]
-    dst_addr = resolve(dest)
-    if len({a.endpoint for a in src_addrs}) > 1:
-        raise UsageError("All sources of one job must be on the same site; queue one job per site")
-    roots = resolve_roots(src_addrs, dst_addr, pool, recursive=recursive)
-    return src_addrs, dst_addr, roots
-
-
-def create_job(
-    store: Store, srcs: list[Address], dest: Address, roots: list[Root], options: JobOptions, **kw: Any
-) -> int:
-    return store.create_job(
-        [canonical(a) for a in srcs],
-        canonical(dest),
-        options,
-        [(r.src.path, r.dst_path, r.rel) for r in roots],
-        **kw,
+        move=bool(getattr(args, "move", False)),
+        allow_unverified_move=bool(getattr(args, "allow_unverified_move", False)),
     )
 
 
@@ -335,8 +304,42 @@ class CliListener:
             self.output.message(f"{why} (until {until:%Y-%m-%d %H:%M})")
 
 
+class RunListener(CliListener):
+    """The CLI's listener for a run: as :class:`CliListener`, except that files which failed only
+    because they differ from a file already at the destination (``ask`` with no one to ask) are
+    not listed one by one: :func:`conflict_line` says how many, once, and how to decide."""
+
+    def task_finished(self, job_id: int, task: Task | NewTask, result: TaskResult) -> None:
+        if not self.output.as_json and result.state == "failed" and result.error_kind == ConflictUnanswered.kind:
+            return
+        super().task_finished(job_id, task, result)
+
+
+def conflict_line(counts: OutcomeCounts, retry_job: int | None = None) -> str | None:
+    """One line for every file that differs from what is already at the destination, or None."""
+    n = counts.failed.get(ConflictUnanswered.kind, 0)
+    if not n:
+        return None
+    how = f"ferry queue retry {retry_job} {CHOOSE_POLICY_HINT}" if retry_job is not None else CHOOSE_POLICY_HINT
+    return f"{n:,} file(s) differ from what is already at the destination; choose with {how}"
+
+
+def move_line(store: Store, job_id: int) -> str | None:
+    """What a Move job moved and what it kept, and why; None for a copy."""
+    from ferry.transfers import move
+
+    if not store.job(job_id).options.move:
+        return None
+    p = move.progress(store, job_id)
+    if p is None or not p.finished:
+        return "nothing moved yet: sources are deleted once every file has finished"
+    return p.describe()
+
+
 class TerminalAsk:
-    """``--on-conflict ask`` on a terminal: one question per file, with answers for all of them."""
+    """``--on-conflict ask`` on a terminal: one question per file that differs from the one
+    already there. A capital letter answers for every remaining conflict of that job only; the
+    engine keeps that answer with the job (it survives a restart; later jobs ask again)."""
 
     CHOICES: ClassVar[dict[str, str]] = {
         "o": "overwrite",
@@ -350,42 +353,37 @@ class TerminalAsk:
     def __init__(self, output: Output) -> None:
         self.output = output
         self.lock = threading.Lock()
-        self.for_all: str | None = None
 
-    def __call__(self, conflict: Conflict) -> str:
-        with self.lock:
-            if self.for_all:
-                return self.for_all
-            with self.output.lock:
-                self.output.quiet_until_done = True
-                self.output.clear_line()
-                src, ex = conflict.source, conflict.existing
-                tty = open("/dev/tty", "r+")  # noqa: SIM115 - closed below
-                try:
-                    tty.write(
-                        f"\n{escape_name(conflict.display)} already exists\n"
-                        f"  existing: {format_size(ex.size)}, modified {_when(ex.mtime)}\n"
-                        f"  source:   {format_size(src.size)}, modified {_when(src.mtime)}\n"
-                        "[o]verwrite, [s]kip, [r]ename copy, [n]ewer only, [d]ifferent only, resume [c]; "
-                        "capital letter = same for all: "
-                    )
+    def __call__(self, conflict: Conflict) -> Answer:
+        from ferry.transfers.copy import Answer
+
+        with self.lock, self.output.lock:
+            self.output.quiet_until_done = True
+            self.output.clear_line()
+            src, ex = conflict.source, conflict.existing
+            tty = open("/dev/tty", "r+")  # noqa: SIM115 - closed below
+            try:
+                tty.write(
+                    f"\n{escape_name(conflict.display)} already exists and differs (job {conflict.task.job_id})\n"
+                    f"  existing: {format_size(ex.size)}, modified {_when(ex.mtime)}\n"
+                    f"  source:   {format_size(src.size)}, modified {_when(src.mtime)}\n"
+                    "[o]verwrite, [s]kip, [r]ename copy, [n]ewer only, [d]ifferent only, resume [c]; "
+                    "capital letter = same for the rest of this job: "
+                )
+                tty.flush()
+                while True:
+                    line = tty.readline()
+                    if not line:  # the terminal went away: fail this file rather than guess
+                        raise AlreadyExists(f"{conflict.display} exists and the question went unanswered")
+                    answer = line.strip()
+                    if answer and answer.lower() in self.CHOICES:
+                        break
+                    tty.write("Please answer o, s, r, n, d or c (capital for the rest of this job): ")
                     tty.flush()
-                    while True:
-                        line = tty.readline()
-                        if not line:  # the terminal went away: fail this file rather than guess
-                            raise AlreadyExists(f"{conflict.display} exists and the question went unanswered")
-                        answer = line.strip()
-                        if answer and answer.lower() in self.CHOICES:
-                            break
-                        tty.write("Please answer o, s, r, n, d or c (capital for all): ")
-                        tty.flush()
-                finally:
-                    tty.close()
-                    self.output.quiet_until_done = False
-            policy = self.CHOICES[answer.lower()]
-            if answer.isupper():
-                self.for_all = policy
-            return policy
+            finally:
+                tty.close()
+                self.output.quiet_until_done = False
+        return Answer(self.CHOICES[answer.lower()], for_all=answer.isupper())
 
 
 def _when(dt: datetime | None) -> str:

@@ -1,4 +1,4 @@
-"""What the user chose for a job: verification, conflict policy, limits and timing."""
+"""What the user chose for a job: verification, conflict policy, move, limits and timing."""
 
 from __future__ import annotations
 
@@ -6,19 +6,41 @@ import json
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from ferry.core.errors import UsageError
+from ferry.core.errors import Action, AlreadyExists, UsageError
 from ferry.core.hashing import VERIFY_MODES
 
 CONFLICT_POLICIES = ("ask", "skip", "overwrite", "newer", "different", "rename", "resume")
 
 CONFLICT_HELP = {
-    "ask": "ask for each existing file (on a terminal; elsewhere the file fails and says so)",
+    "ask": "files already there with the same size and modification time are skipped as identical; "
+    "for the others ask (on a terminal; elsewhere they fail, with one line saying how many)",
     "skip": "keep the existing file",
     "overwrite": "replace the existing file",
     "newer": "replace only if the source is newer",
     "different": "replace if size or modification time differ",
     "rename": "keep both: the copy gets a name like 'data (1).csv'",
     "resume": "continue a shorter existing file from where it ends (verified as a whole)",
+}
+
+# The answer a person gave "for all remaining conflicts" of one job, kept with that job (the
+# queue's job_values), so it survives a restart of the job and never reaches another job.
+CONFLICT_ANSWER_KEY = "conflict_answer"
+
+# What the person chooses from when ask meets a file that differs (said once per run, not per file).
+CHOOSE_POLICY_HINT = "--on-conflict skip|overwrite|newer|different|rename"
+
+
+class ConflictUnanswered(AlreadyExists):
+    """A file that differs from the one already at the destination, with no one to ask (``ask``
+    without a terminal or window). Counted by this kind, so a front end says it once for all."""
+
+    kind = "conflict"
+    action = Action.CHOOSE_POLICY
+
+
+_UNVERIFIED_MOVE = {
+    "size": "--verify size compares sizes only",
+    "none": "--verify none checks nothing",
 }
 
 
@@ -32,6 +54,12 @@ class JobOptions:
     start_at: float | None = None  # epoch seconds
     preserve_mtime: bool = True
     label: str = ""
+    # Move: each source is deleted by the engine once its copy reached checksum level and the
+    # source still hashes the same; folders once everything in them was moved.
+    move: bool = False
+    # The person accepted that a move deletes sources whose copy was checked below checksum
+    # level (by size, or by a service such as Globus), after comparing sizes once more.
+    allow_unverified_move: bool = False
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:
@@ -39,6 +67,12 @@ class JobOptions:
         if self.on_conflict not in CONFLICT_POLICIES:
             raise UsageError(
                 f"Unknown conflict policy '{self.on_conflict}' (choose from {', '.join(CONFLICT_POLICIES)})"
+            )
+        if self.move and self.verify in _UNVERIFIED_MOVE and not self.allow_unverified_move:
+            raise UsageError(
+                f"A move deletes each source only after a checksum check of its copy, and "
+                f"{_UNVERIFIED_MOVE[self.verify]}: use --verify sha256 or blake3, or add --allow-unverified-move "
+                "to delete sources after a size check"
             )
 
     @property

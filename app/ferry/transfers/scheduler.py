@@ -37,6 +37,7 @@ from ferry.core.errors import (
     NoSpace,
     NotFound,
     Transient,
+    UsageError,
     action_for_kind,
     describe,
     error_kind,
@@ -45,7 +46,7 @@ from ferry.core.errors import (
 from ferry.core.outcomes import SkipReason
 from ferry.core.progress import Accounting
 from ferry.core.schedule import Window, now_local, parse_window
-from ferry.transfers import batch, watch_live
+from ferry.transfers import batch, move, watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.delegated import DelegatedRun, Delegation, find_delegation
@@ -121,6 +122,8 @@ class _JobRun:
     tokens: dict[int, CancelToken] = field(default_factory=dict)
     delegated: bool = False  # a service moves the bytes (Globus): no tasks for our workers
     sems: list[threading.Semaphore] = field(default_factory=list)  # per-endpoint connection limits
+    mover: threading.Thread | None = None  # a Move job deleting its proven sources (move.run_move)
+    move_error: BaseException | None = None
 
 
 @dataclass
@@ -307,6 +310,12 @@ class Runner:
         # raise with the reason, e.g. a policy the service cannot honour: the job fails early.)
         delegation = find_delegation(src, dst)
         opts = job.options
+        if delegation is not None and opts.move and not opts.allow_unverified_move:
+            raise UsageError(
+                "A move deletes each source only after Ferry's own checksum check, and this job is moved and "
+                "checked by the transfer service: copy it instead, or accept the service's check with "
+                "--allow-unverified-move"
+            )
         bucket = TokenBucket(opts.bwlimit) if opts.bwlimit else None
         ctx = CopyContext(
             src, dst, opts, self.accounting, Limiters(bucket, self._global_bucket), self.ask, store=self.store
@@ -447,8 +456,9 @@ class Runner:
             if run.inflight:
                 continue
             if run.stopping:
-                if run.planner is not None:
-                    run.planner.join()
+                for thread in (run.planner, run.mover):
+                    if thread is not None:
+                        thread.join()
                 self._release(run)
                 continue
             if run.planner_error is not None:
@@ -465,8 +475,29 @@ class Runner:
                 continue
             if self.store.open_task_count(job_id):
                 continue
+            if run.job.options.move and not self._moved(run):
+                continue
             self._complete(run)
         self._update_planning()
+
+    def _moved(self, run: _JobRun) -> bool:
+        """Whether a Move job has dealt with its sources: started on a thread of its own once its
+        last file finished (re-hashing sources takes a while), so other jobs go on meanwhile."""
+        if run.mover is None:
+            run.mover = threading.Thread(target=self._move, args=(run,), name=f"ferry-move-{run.job.id}", daemon=True)
+            run.mover.start()
+            return False
+        return not run.mover.is_alive()
+
+    def _move(self, run: _JobRun) -> None:
+        try:
+            move.run_move(self.store, run.job, run.src, run.dst, run.cancel)
+        except Cancelled:
+            pass
+        except BaseException as exc:
+            run.move_error = exc
+            log.exception("deleting the moved sources of job %s failed", run.job.id)
+        self._done.put(None)  # wake the coordinator to complete the job
 
     def _release(
         self,
@@ -528,18 +559,28 @@ class Runner:
                         pass
         counts = self.store.counts(job_id)
         failed = counts.count("failed") + _failed_non_files(self.store, job_id)
+        moved = _move_note(self.store, run)
         if failed:
             kinds = self.store.outcome_counts(job_id).failed
             kind = max(kinds, key=lambda k: kinds[k]) if kinds else "error"
             self._release(
                 run,
                 "failed",
-                f"{failed} item(s) failed; 'ferry queue retry {job_id}' tries them again",
+                f"{failed} item(s) failed; 'ferry queue retry {job_id}' tries them again" + moved,
                 error_kind=kind,
                 error_action=action_for_kind(kind),
             )
+        elif run.move_error is not None:
+            err = run.move_error
+            self._release(
+                run,
+                "failed",
+                f"Deleting the moved sources stopped: {describe(err)}; 'ferry queue retry {job_id}' continues",
+                error_kind=error_kind(err),
+                error_action=Action.RETRY,
+            )
         else:
-            self._release(run, "done", None)
+            self._release(run, "done", moved.removeprefix("; ") or None)
 
     # ---- feeding and collecting ----
     def _feed(self, buffered: list[tuple[_JobRun, Task]]) -> list[tuple[_JobRun, Task]]:
@@ -785,8 +826,9 @@ class Runner:
         for w in self._workers:
             w.join(timeout=5)
         for run in list(self._runs.values()):
-            if run.planner is not None:
-                run.planner.join(timeout=5)
+            for thread in (run.planner, run.mover):
+                if thread is not None:
+                    thread.join(timeout=5)
             self._release(run)
         self.pool.close()
 
@@ -797,6 +839,14 @@ def remove_partial(dst: Backend, task: Task) -> None:
         dst.remove(dst.join(folder, temp_name(name, str(task.id))))
     except (NotFound, FerryError, OSError):
         pass
+
+
+def _move_note(store: Store, run: _JobRun) -> str:
+    """"; moved ... kept ..." for a Move job's message, else nothing."""
+    if not run.job.options.move:
+        return ""
+    p = move.progress(store, run.job.id)
+    return f"; {p.describe()}" if p is not None and p.finished else ""
 
 
 def _failed_non_files(store: Store, job_id: int) -> int:

@@ -49,10 +49,9 @@ from datetime import datetime
 from ferry.backends.base import Backend, Entry, Kind
 from ferry.core.address import Address
 from ferry.core.errors import FerryError, NotFound, UsageError, describe
-from ferry.core.hashing import hash_stream
 from ferry.core.outcomes import Level
+from ferry.transfers import move, watch_live
 from ferry.transfers import watch_inotify as wi
-from ferry.transfers import watch_live
 from ferry.transfers.copy import AskFn
 from ferry.transfers.options import JobOptions
 from ferry.transfers.planner import mtime_us, unsafe_reason
@@ -223,7 +222,7 @@ class Watcher:
     def start(self) -> int:
         """Validate, find or create the job, start the threads; returns the job id."""
         spec = self.spec
-        from ferry.cli.transfer_common import canonical, resolve
+        from ferry.transfers.jobs import canonical, resolve
 
         src_addr, dst_addr = resolve(spec.source), resolve(spec.dest)
         self.src = self.pool.get(src_addr)
@@ -831,7 +830,8 @@ class Watcher:
             self._delete_one(task_id)
 
     def _delete_one(self, task_id: int) -> None:
-        """Remove a source whose copy is recorded verified, if it still is what was verified."""
+        """Remove a source whose copy is recorded verified, if it still is what was verified
+        (the rule Move jobs follow too: :func:`ferry.transfers.move.remove_source`)."""
         if task_id in self._handled:
             return
         task = None
@@ -844,49 +844,17 @@ class Watcher:
         if task is None or task.state != "done":
             return
         self._handled.add(task_id)
-        checksum = _checksum_verified(task)
-        size_only = self.spec.allow_size_only_delete and task.level is Level.SIZE
-        if not checksum and not size_only:
-            self._keep(f"kept {self.src.display(task.src)}: not verified by checksum ({task.verified})")
+        lowest = Level.SIZE if self.spec.allow_size_only_delete else Level.CHECKSUM
+        removal = move.remove_source(self.src, self.dst, task, lowest)
+        if removal.result is move.Removed.KEPT:
+            self._keep(f"kept {self.src.display(task.src)}: {removal.note}")
             return
-        try:
-            entry = self.src.stat(task.src)
-        except NotFound:
+        if removal.result is move.Removed.GONE:
             return  # removed already (by us before a crash, or by someone else)
-        except FerryError as exc:
-            self._keep(f"kept {self.src.display(task.src)}: {describe(exc)}")
-            return
-        if not entry.is_file:
-            return
-        try:
-            if checksum:
-                assert task.hash_algo is not None
-                # Re-read: what is deleted must be exactly the bytes that were verified.
-                if self._source_hash(task.src, task.hash_algo) != task.hash:
-                    self._keep(f"kept {self.src.display(task.src)}: it changed after it was shipped")
-                    return
-            else:
-                landed = self.dst.stat(task.dst)
-                if landed.size != entry.size or entry.size != task.size:
-                    self._keep(f"kept {self.src.display(task.src)}: sizes no longer match")
-                    return
-            self.src.remove(task.src)
-        except NotFound:
-            return
-        except FerryError as exc:
-            self._keep(f"could not delete {self.src.display(task.src)}: {describe(exc)}")
-            return
         with self._lock:
             p = self._persisted
             self._persisted = replace(p, deleted=p.deleted + 1)
         self._persist(force=True)
-
-    def _source_hash(self, path: str, algo: str) -> str:
-        """The source's checksum: by the backend if it can (server-side), else by reading it here."""
-        if algo in self.src.capabilities.hashes:
-            return self.src.hash(path, algo)
-        with self.src.open_read(path) as f:
-            return hash_stream(f, algo)[0]
 
     def _keep(self, message: str) -> None:
         with self._lock:

@@ -90,7 +90,6 @@ class MainWindow(QMainWindow):
         self.pool = SharedPool()
         self.transfer_settings: TransferSettings = load_transfer_settings()
         self._closed = False
-        self._moves: dict[int, list[str]] = {}
         self._opens: dict[int, tuple[Address, Entry]] = {}
         self._job_started: dict[int, float] = {}
         self._last_snapshot: QueueSnapshot | None = None
@@ -544,29 +543,38 @@ class MainWindow(QMainWindow):
         on_conflict: str | None = None,
         on_created: Callable[[int], object] | None = None,
     ) -> None:
-        from ferry.cli.transfer_common import create_job, prepare_job
+        """Create the job in the engine (a move is the job's own option, kept in the queue with it:
+        the engine deletes each source once its copy is verified, whether or not the window is open)."""
+        from ferry.transfers import jobs
         from ferry.transfers.store import Store
 
         options = self.transfer_settings.job_options(recursive=True, on_conflict=on_conflict)
+        if move:
+            unverified = options.hash_algo is None
+            if unverified and not self.confirm(
+                "Move without a checksum",
+                f"Your transfer settings check files by {options.verify}, not by checksum. Delete each source "
+                "once its copy has the right size?",
+            ):
+                return
+            options = dataclasses.replace(options, move=True, allow_unverified_move=unverified)
         pool, store_path = self.pool, self.store_path
 
         def work() -> int:
-            srcs, dst, roots = prepare_job(sources, dest, True, pool)
             store = Store(store_path)
             try:
-                return create_job(store, srcs, dst, roots, options)
+                return jobs.new_job(store, pool, sources, dest, options)
             finally:
                 store.close()
 
         def done(job_id: int) -> None:
-            if move:
-                self._moves[job_id] = list(sources)
             self._job_started[job_id] = time.monotonic()
             if on_created is not None:
                 on_created(job_id)
             self.service.start()
             self.poller.poke()
-            self.status_label.setText(f"Job {job_id} queued: {len(sources)} item(s) → {dest}")
+            verb = "Move" if move else "Job"
+            self.status_label.setText(f"{verb} {job_id} queued: {len(sources)} item(s) → {dest}")
             self.job_created.emit(job_id)
 
         self.run_async(work, done)
@@ -632,14 +640,6 @@ class MainWindow(QMainWindow):
         if state in ("running", "queued"):
             return
         started = self._job_started.pop(job_id, None)
-        if job_id in self._moves and state == "done":
-            self._finish_move(job_id, self._moves.pop(job_id))
-        elif job_id in self._moves and state in ("failed", "cancelled"):
-            self._moves.pop(job_id)
-            self.notify(
-                f"Job {job_id} {state}",
-                "Nothing was moved: the sources are kept because not every file was copied and verified.",
-            )
         if job_id in self._opens:
             addr, entry = self._opens.pop(job_id)
             if state == "done":
@@ -662,34 +662,6 @@ class MainWindow(QMainWindow):
             self.notify("Ferry", "The queue has finished" + (f" ({failed} job(s) failed)" if failed else ""))
         elif self.transfer_settings.when_done == "quit":
             self.close()
-
-    def _finish_move(self, job_id: int, sources: list[str]) -> None:
-        """Delete the sources of a move, once every file of the job was copied and verified."""
-        from ferry.transfers.store import Store
-
-        pool, store_path = self.pool, self.store_path
-
-        def work() -> int:
-            from ferry.credentials.sites import resolve_address
-
-            store = Store(store_path)
-            try:
-                counts = store.counts(job_id)
-                if counts.count("done") != counts.files or (counts.files == 0 and not sources):
-                    raise UsageError(f"Job {job_id}: not every file was copied and verified, so nothing was deleted")
-                unverified = [t.rel for t in store.tasks(job_id, states=("done",), kinds=("file",)) if not t.verified]
-                if unverified:
-                    raise UsageError(
-                        f"Job {job_id}: {len(unverified)} file(s) were not verified, so nothing was deleted"
-                    )
-            finally:
-                store.close()
-            for s in sources:
-                a = resolve_address(s)
-                pool.get(a).remove(a.path, recursive=True)
-            return len(sources)
-
-        self.run_async(work, lambda n: self.status_label.setText(f"Job {job_id}: moved {n} item(s)"))
 
     def _apply_snapshot(self, snap: QueueSnapshot) -> None:
         if self._closed:

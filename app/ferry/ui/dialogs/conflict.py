@@ -1,4 +1,4 @@
-"""``--on-conflict ask`` in the window: both sides, five answers, and "apply to all"."""
+"""``--on-conflict ask`` in the window: both sides, five answers, and "apply to all" (of one job)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (
 
 from ferry.backends.base import Entry
 from ferry.core.units import format_size
-from ferry.transfers.copy import Conflict
+from ferry.transfers.copy import Answer, Conflict
 from ferry.ui.bridge import Bridge
 from ferry.ui.listing_model import display_name, mtime_text
 
@@ -32,13 +32,16 @@ ANSWERS = (
 
 
 class ConflictDialog(QDialog):
-    def __init__(self, display: str, source: Entry, existing: Entry, parent: QWidget | None = None) -> None:
+    def __init__(
+        self, display: str, source: Entry, existing: Entry, parent: QWidget | None = None, *, job_id: int | None = None
+    ) -> None:
         super().__init__(parent)
         self.setWindowTitle("File already exists")
         self.setObjectName("conflictDialog")
         self.answer = "skip"
         lay = QVBoxLayout(self)
-        lay.addWidget(QLabel(f"<b>{display_name(display)}</b> already exists."))
+        job = f" (job {job_id})" if job_id is not None else ""
+        lay.addWidget(QLabel(f"<b>{display_name(display)}</b> already exists and differs{job}."))
         grid = QGridLayout()
         for col, head in enumerate(("", "Size", "Modified")):
             grid.addWidget(QLabel(f"<b>{head}</b>"), 0, col)
@@ -47,7 +50,8 @@ class ConflictDialog(QDialog):
             grid.addWidget(QLabel(format_size(e.size) if e.size is not None else "unknown"), row, 1)
             grid.addWidget(QLabel(mtime_text(e.mtime)), row, 2)
         lay.addLayout(grid)
-        self.for_all = QCheckBox("Apply to all remaining conflicts in this run")
+        self.for_all = QCheckBox("Apply to all remaining conflicts of this job")
+        self.for_all.setToolTip("Kept with this job (also after a restart); other jobs ask again")
         self.for_all.setObjectName("forAll")
         lay.addWidget(self.for_all)
         box = QDialogButtonBox()
@@ -71,28 +75,22 @@ class ConflictDialog(QDialog):
 
 
 class ConflictAsker:
-    """The engine's ``AskFn``: asks on the UI thread, remembers "apply to all" for the run."""
+    """The engine's ``AskFn``: asks on the UI thread. "Apply to all" comes back with the answer;
+    the engine keeps it with the job it was given for, so other jobs ask again."""
 
     def __init__(self, bridge: Bridge, parent: Callable[[], QWidget | None]) -> None:
         self.bridge = bridge
         self.parent = parent
-        self.for_all: str | None = None
 
-    def __call__(self, conflict: Conflict) -> str:
-        if self.for_all:
-            return self.for_all
-
+    def __call__(self, conflict: Conflict) -> Answer:
         def show(reply: Callable[[Any], None]) -> None:
-            if self.for_all:  # answered for all while this question waited
-                reply((self.for_all, False))
-                return
-            dlg = ConflictDialog(conflict.display, conflict.source, conflict.existing, self.parent())
+            dlg = ConflictDialog(
+                conflict.display, conflict.source, conflict.existing, self.parent(), job_id=conflict.task.job_id
+            )
             dlg.finished.connect(lambda _c: reply((dlg.answer, dlg.for_all.isChecked())))
             dlg.finished.connect(dlg.deleteLater)
             dlg.open()
             self.bridge.prompt_shown.emit(dlg)
 
         answer, for_all = self.bridge.ask_blocking(show, ("skip", False))
-        if for_all:
-            self.for_all = answer
-        return str(answer)
+        return Answer(str(answer), bool(for_all))

@@ -1,0 +1,134 @@
+"""Job control: pause, resume, cancel, retry and clear, for ``ferry queue``, the window and
+``ferry.api`` alike. No front end changes a job's state itself.
+
+Each call changes the store only; whoever runs the job (this process's runner, a ``ferry queue
+run`` elsewhere, the window) sees the change within half a second and acts on it: running files
+stop, keeping partial data where they can resume. Each returns one :class:`Change` per job asked
+about, saying whether it applied and, if not, why, for the front end to word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from ferry.backends.registry import BackendPool
+from ferry.core.address import parse_address
+from ferry.core.errors import FerryError, describe
+from ferry.transfers import move
+from ferry.transfers.options import CONFLICT_ANSWER_KEY, JobOptions
+from ferry.transfers.store import Job, Store
+
+PAUSED = "paused by you; 'ferry queue resume' (or Resume in the window) continues it"
+CANCELLED = "cancelled by you"
+
+PAUSABLE = ("queued", "running")
+RESUMABLE = ("paused",)
+CANCELLABLE = ("queued", "running", "paused")
+RETRYABLE = ("failed", "cancelled", "paused", "done", "running")
+CLEARABLE = ("done", "cancelled")
+
+
+@dataclass(frozen=True)
+class Change:
+    job_id: int
+    applied: bool
+    state: str  # the job's state when it was asked
+    runner_alive: bool = False  # a runner holds the job (and will act on the change)
+    files: int = 0  # retry: files queued again
+    problem: str = ""  # for people: what went wrong beside the change itself
+
+
+def jobs_in(store: Store, states: Iterable[str]) -> list[int]:
+    """The ids of every job in one of ``states`` (``--all``)."""
+    return [j.id for j in store.jobs(tuple(states))]
+
+
+def _jobs(store: Store, job_ids: Sequence[int]) -> list[Job]:
+    """The jobs asked about, in the order asked; an unknown id raises UsageError (nothing changed)."""
+    return [store.job(j) for j in job_ids]
+
+
+def pause(store: Store, job_ids: Sequence[int]) -> list[Change]:
+    out = []
+    for job in _jobs(store, job_ids):
+        ok = job.state in PAUSABLE
+        if ok:
+            store.set_job_state(job.id, "paused", PAUSED)
+        out.append(Change(job.id, ok, job.state, job.runner_alive))
+    return out
+
+
+def resume(store: Store, job_ids: Sequence[int]) -> list[Change]:
+    out = []
+    for job in _jobs(store, job_ids):
+        ok = job.state in RESUMABLE
+        if ok:
+            store.set_job_state(job.id, "queued", None)
+        out.append(Change(job.id, ok, job.state))
+    return out
+
+
+def cancel(store: Store, job_ids: Sequence[int], pool: BackendPool | None = None) -> list[Change]:
+    """Cancel jobs; a job no runner holds has its partial files removed here."""
+    out = []
+    for job in _jobs(store, job_ids):
+        if job.state not in CANCELLABLE:
+            out.append(Change(job.id, False, job.state))
+            continue
+        running = job.state == "running" and job.runner_alive
+        store.set_job_state(job.id, "cancelled", CANCELLED)
+        problem = ""
+        if not running:  # no runner will clean up after it
+            problem = _remove_partials(store, job, pool)
+            store.cancel_open_tasks(job.id)
+        out.append(Change(job.id, True, job.state, running, problem=problem))
+    return out
+
+
+def _remove_partials(store: Store, job: Job, pool: BackendPool | None) -> str:
+    from ferry.transfers.scheduler import remove_partial
+
+    own = pool is None
+    pool = pool or BackendPool()
+    try:
+        dst = pool.get(parse_address(job.dest))
+        for task in store.tasks(job.id, states=("queued", "running"), kinds=("file",)):
+            remove_partial(dst, task)
+    except FerryError as exc:
+        return f"could not remove the partial files of job {job.id}: {describe(exc)}"
+    finally:
+        if own:
+            pool.close()
+    return ""
+
+
+def retry(store: Store, job_ids: Sequence[int], on_conflict: str | None = None) -> list[Change]:
+    """Queue failed (and, for cancelled jobs, cancelled) files again.
+
+    With ``on_conflict`` the job's conflict policy changes first, and an "apply to all" answer
+    given for it earlier is forgotten. A Move job deals with its sources again once it finishes.
+    """
+    out = []
+    for job in _jobs(store, job_ids):
+        if job.state not in RETRYABLE:
+            out.append(Change(job.id, False, job.state))
+            continue
+        if on_conflict:
+            opts = job.options
+            opts.on_conflict = JobOptions(on_conflict=on_conflict).on_conflict  # checked
+            store.update_job_options(job.id, opts)
+            store.set_job_value(job.id, CONFLICT_ANSWER_KEY, None)
+        if job.options.move:
+            move.restart(store, job.id)
+        n = store.retry_failed(job.id, include_cancelled=job.state == "cancelled")
+        out.append(Change(job.id, True, job.state, files=n))
+    return out
+
+
+def clear(store: Store, job_ids: Sequence[int] | None = None, *, include_failed: bool = False) -> int:
+    """Remove finished jobs (done and cancelled; with ``include_failed`` failed ones too) from
+    the queue, or only those of ``job_ids``; files are not touched. Returns how many went."""
+    states = (*CLEARABLE, "failed") if include_failed else CLEARABLE
+    wanted = None if job_ids is None else set(job_ids)
+    return store.delete_jobs(j.id for j in store.jobs(states) if wanted is None or j.id in wanted)

@@ -1,0 +1,133 @@
+"""Creating a job, for every front end: addresses resolved, the request checked, options fixed.
+
+``ferry cp``/``mv``/``queue add``, the window's drops and F5/F6, ``ferry.api`` and the folder
+watch all create their jobs here, so a job means the same whichever front end made it. Nothing is
+changed before the whole request has been checked (:func:`prepare_job` raises ``UsageError``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from ferry.core.address import Address, parse_address
+from ferry.core.errors import UsageError
+from ferry.transfers.options import JobOptions
+
+if TYPE_CHECKING:
+    # The planner and the store (sqlite3) load when a job is really made: the command line
+    # resolves addresses and builds its parser without them.
+    from ferry.backends.registry import BackendPool
+    from ferry.transfers.planner import Root
+    from ferry.transfers.store import Store
+
+
+def canonical(address: Address) -> str:
+    """How a job records an address: sites resolved, so renaming a site never redirects a queued job."""
+    if address.is_local:
+        return address.path
+    return str(replace(address, site=None, trailing_slash=False))
+
+
+class _SiteNeeded(Exception):
+    pass
+
+
+def _no_sites(name: str) -> Address | None:
+    raise _SiteNeeded
+
+
+def resolve(text: str) -> Address:
+    """A user-typed location as an address (``NAME:path`` through the saved sites)."""
+    # URLs and plain paths never consult a site: parse those without loading the saved-sites
+    # module (TOML, the keychain) into a short 'ferry cp'. NAME:path goes the full way.
+    try:
+        return parse_address(text, sites=_no_sites)
+    except _SiteNeeded:
+        pass
+    from ferry.credentials.sites import resolve_address
+
+    return resolve_address(text)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked request: where each source lands is decided now and stored with the job."""
+
+    sources: list[Address]
+    dest: Address
+    roots: list[Root]
+
+
+def prepare_job(
+    sources: list[str], dest: str, recursive: bool, pool: BackendPool
+) -> tuple[list[Address], Address, list[Root]]:
+    """Parse and validate a copy request; raises UsageError (and changes nothing) if it is bad."""
+    from ferry.transfers.planner import resolve_roots
+
+    if not sources:
+        raise UsageError("Give at least one source and a destination")
+    src_addrs = [resolve(s) for s in sources]
+    dst_addr = resolve(dest)
+    if len({a.endpoint for a in src_addrs}) > 1:
+        raise UsageError("All sources of one job must be on the same site; queue one job per site")
+    roots = resolve_roots(src_addrs, dst_addr, pool, recursive=recursive)
+    return src_addrs, dst_addr, roots
+
+
+def prepare(sources: list[str], dest: str, options: JobOptions, pool: BackendPool) -> Prepared:
+    """:func:`prepare_job`, plus what the options need of the request (a move's sources must be
+    deletable, and a service that moves the bytes itself must be accepted for a move)."""
+    srcs, dst, roots = prepare_job(sources, dest, options.recursive, pool)
+    if options.move:
+        check_move(options, roots)
+    return Prepared(srcs, dst, roots)
+
+
+def check_move(options: JobOptions, roots: list[Root]) -> None:
+    """Refuse, before anything changes, a move that could not delete its sources as promised."""
+    from ferry.transfers.delegated import find_delegation
+
+    if not roots:
+        return
+    first = roots[0]
+    if find_delegation(first.src_backend, first.dst_backend) is not None and not options.allow_unverified_move:
+        raise UsageError(
+            "This transfer is moved and checked by the transfer service (Globus), not by Ferry's own checksum, "
+            "and a move deletes a source only after Ferry's checksum check: copy it with 'ferry cp', or add "
+            "--allow-unverified-move to delete each source once the service has checked its copy"
+        )
+    for root in roots:
+        if root.src_backend.scheme != "local":
+            continue
+        folder = os.path.dirname(root.src.path.rstrip(os.sep)) or os.sep
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise UsageError(
+                f"Cannot move {root.src.path}: its folder {folder} is not writable, so the source could not be "
+                "deleted (use 'ferry cp' to copy it)"
+            )
+
+
+def create_job(
+    store: Store, srcs: list[Address], dest: Address, roots: list[Root], options: JobOptions, **kw: Any
+) -> int:
+    """Record a checked request as a job (``kw``: ``state``/``runner`` for a job run at once)."""
+    return store.create_job(
+        [canonical(a) for a in srcs],
+        canonical(dest),
+        options,
+        [(r.src.path, r.dst_path, r.rel) for r in roots],
+        **kw,
+    )
+
+
+def create(store: Store, prepared: Prepared, options: JobOptions, **kw: Any) -> int:
+    return create_job(store, prepared.sources, prepared.dest, prepared.roots, options, **kw)
+
+
+def new_job(
+    store: Store, pool: BackendPool, sources: list[str], dest: str, options: JobOptions, **kw: Any
+) -> int:
+    """Check the request and record it: the whole of job creation in one call."""
+    return create(store, prepare(sources, dest, options, pool), options, **kw)
