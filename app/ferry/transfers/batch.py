@@ -51,15 +51,17 @@ Result = tuple[Outcome | None, BaseException | None]
 def _direction(ctx: CopyContext) -> str | None:
     """ "up" when the destination takes batches, "down" when the source gives them, else None."""
     algo = ctx.options.hash_algo
+    # A source whose store keeps evidence of its own (S3) is checked per file against it.
+    if ctx.src.features.source_evidence is not None:
+        return None
     up = ctx.dst.features.batches
     if up is not None and up.batch_usable("up", algo):
         return "up"
     # Down: what lands is checked by the destination's read-back, as per file; a destination
-    # whose check is of another kind (S3's Content-MD5) keeps the per-file path. A source whose
-    # store keeps evidence of its own is checked per file against it.
+    # whose check is of another kind (S3's Content-MD5) keeps the per-file path.
     down = ctx.src.features.batches
     checks = algo is None or ctx.dst.capabilities.readback
-    if down is not None and checks and ctx.src.features.source_evidence is None and down.batch_usable("down", algo):
+    if down is not None and checks and down.batch_usable("down", algo):
         return "down"
     return None
 
@@ -172,23 +174,11 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
     algo = ctx.options.hash_algo  # None: the server's size of each extracted file is checked
     dst = ctx.dst.features.batches
     assert dst is not None  # chosen by _direction
-    preserve = ctx.options.preserve_mtime
-    sent: list[tuple[int, _Outgoing]] = []
     try:
-        for i, task in enumerate(tasks):
-            cancel.check()
-            try:
-                source = ctx.src.stat(task.src)
-            except NotFound:
-                results[i] = (None, NotFound(f"Source vanished: {ctx.src.display(task.src)}"))
-                continue
-            except OSError:
-                continue  # per file: it reports the problem in its own words
-            if not source.is_file or source.size is None or source.size > SMALL_FILE:
-                continue
-            sent.append((i, _Outgoing(ctx, source, algo, cancel)))
+        sent = _outgoing(tasks, ctx, cancel, results)
         if not sent:
             return
+        preserve = ctx.options.preserve_mtime
         items = [(tasks[i].dst, out, str(tasks[i].id), out.source.mtime if preserve else None) for i, out in sent]
         landed = _each(lambda: dst.write_batch(items, algo), len(items))
         cancel.check()
@@ -216,18 +206,44 @@ def _upload(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, result
             # policy to it. Our partial must not stay behind whatever the policy decides.
             _drop_partial(ctx, tasks[i])
             continue
-        source, digest = out.source, out.digest
         ctx.accounting.add_bytes(out.size)
         ctx.accounting.file_finished("done")
-        if algo is None:  # as the per-file copy records it (its size check is this one)
-            results[i] = (Outcome("done", _note(unchecked(ctx.options.verify), source)), None)
+        results[i] = (_uploaded(ctx, out), None)
+
+
+def _outgoing(
+    tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, results: list[Result | None]
+) -> list[tuple[int, _Outgoing]]:
+    """The small regular files among ``tasks``, each to be read when the batch sends it."""
+    algo = ctx.options.hash_algo
+    sent: list[tuple[int, _Outgoing]] = []
+    for i, task in enumerate(tasks):
+        cancel.check()
+        try:
+            source = ctx.src.stat(task.src)
+        except NotFound:
+            results[i] = (None, NotFound(f"Source vanished: {ctx.src.display(task.src)}"))
             continue
-        evidence = (Evidence.HOST_TOOL, Evidence.SOURCE_RECORD) if source.hashes.get(algo) else (Evidence.HOST_TOOL,)
-        note = f"{algo} match (remote {algo} of the tar-extracted file)"
-        if source.hashes.get(algo):  # equal to the stream hash, or the file was not sent
-            note += ", matches the source's recorded checksum"
-        v = Verification(Level.CHECKSUM, algo, evidence, note)
-        results[i] = (Outcome("done", _note(v, source), digest), None)
+        except OSError:
+            continue  # per file: it reports the problem in its own words
+        if not source.is_file or source.size is None or source.size > SMALL_FILE:
+            continue
+        sent.append((i, _Outgoing(ctx, source, algo, cancel)))
+    return sent
+
+
+def _uploaded(ctx: CopyContext, out: _Outgoing) -> Outcome:
+    """The record of a file the batch sent, extracted and renamed into place."""
+    algo = ctx.options.hash_algo
+    source = out.source
+    if algo is None:  # as the per-file copy records it (its size check is this one)
+        return Outcome("done", _note(unchecked(ctx.options.verify), source))
+    recorded = bool(source.hashes.get(algo))  # equal to the stream hash, or the file was not sent
+    evidence = (Evidence.HOST_TOOL, Evidence.SOURCE_RECORD) if recorded else (Evidence.HOST_TOOL,)
+    note = f"{algo} match (remote {algo} of the tar-extracted file)"
+    if recorded:
+        note += ", matches the source's recorded checksum"
+    return Outcome("done", _note(Verification(Level.CHECKSUM, algo, evidence, note), source), out.digest)
 
 
 def _drop_partial(ctx: CopyContext, task: Task) -> None:
@@ -265,6 +281,16 @@ def _download(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, resu
         _cancel_rest(results, exc)
 
 
+def _member_verification(
+    verify: str, algo: str | None, dst_hash: str | None, evidence: tuple[Evidence, ...]
+) -> Verification:
+    if algo is None:
+        return unchecked(verify)
+    if dst_hash is None or not evidence:
+        return Verification(Level.SIZE, algo, (), "size only (the destination offers no independent check)")
+    return Verification(Level.CHECKSUM, algo, evidence, f"{algo} match (sent in a tar stream, read back from disk)")
+
+
 def _write_local(
     task: Task, ctx: CopyContext, entry: Entry, data: bytes, algo: str | None, cancel: CancelToken
 ) -> Result | None:
@@ -294,13 +320,7 @@ def _write_local(
             if algo is not None and dst_hash is not None and dst_hash != src_hash:
                 writer.abort(keep_partial=False)
                 return None  # the per-file copy retries it from zero (and fails it if it must)
-            if algo is None:
-                verified = unchecked(opts.verify)
-            elif dst_hash is None:
-                verified = Verification(Level.SIZE, algo, (), "size only (the destination offers no independent check)")
-            else:
-                note = f"{algo} match (sent in a tar stream, read back from disk)"
-                verified = Verification(Level.CHECKSUM, algo, writer.evidence, note)
+            verified = _member_verification(opts.verify, algo, dst_hash, writer.evidence)
             writer.commit(overwrite=opts.on_conflict == "overwrite", mtime=entry.mtime if opts.preserve_mtime else None)
     except Cancelled:
         raise
