@@ -159,7 +159,10 @@ def test_an_upload_damaged_on_the_way_never_stays_under_its_name(
         assert "already exists" not in (t.error or "").lower()
         keys = [o["Key"] for o in c.list_objects_v2(Bucket=bucket, Prefix="again/").get("Contents", [])]
         assert keys == [], keys
-    assert not c.list_multipart_uploads(Bucket=bucket).get("Uploads")
+    # The failed multipart upload is kept for the queue's retry (which checks its parts with
+    # ListParts and re-sends the damaged one), never completed: it is no object.
+    uploads = c.list_multipart_uploads(Bucket=bucket).get("Uploads") or []
+    assert {u["Key"] for u in uploads} <= {"again/big.bin"}
 
 
 def test_uploads_record_what_the_store_confirmed(server: S3Server, bucket: str, s3ferry: Ferry, tmp_path: Path) -> None:
@@ -201,7 +204,7 @@ def test_names_with_telling_words_are_found(server: S3Server, tmp_path: Path) ->
     res = ferry("cp", "-r", f"s3://{bucket}/bucket/missing", tmp_path / "d")
     assert res.returncode == 2 and "Source not found" in res.stderr, describe(res)
     res = ferry("cp", "-r", f"s3://{bucket}-gone/bucket", tmp_path / "e")
-    assert res.returncode == 2 and "No such bucket" in res.stderr, describe(res)
+    assert res.returncode == 2 and f"s3://{bucket}-gone/bucket" in res.stderr, describe(res)
 
 
 def test_keys_that_collide_as_file_and_folder_are_reported(moto: S3Server, tmp_path: Path) -> None:

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, BinaryIO
+from typing import Any
 
-from ferry.backends.base import Backend, Capabilities, Entry, EvidenceCheck, Kind, ResumeSlot, Writer
+from ferry.backends.base import Backend, Capabilities, Entry, EvidenceCheck, Kind, Reader, ResumeSlot, Writer
 from ferry.backends.s3_client import (
     MAX_SINGLE_COPY,
     MIN_PART,
@@ -176,7 +176,7 @@ class _RestReader(io.RawIOBase):
         self._b, self._path, self._etag = backend, path, etag
         self._pending = memoryview(first)
         self._lo, self._hi = len(first), total
-        self._rest: BinaryIO | None = None
+        self._rest: Reader | None = None
 
     def readable(self) -> bool:
         return True
@@ -198,8 +198,7 @@ class _RestReader(io.RawIOBase):
             return n
         if self._rest is None:
             self._rest = self._b.open_read(self._path, self._lo, left)
-        got: int = self._rest.readinto(view)  # type: ignore[attr-defined]
-        return got
+        return self._rest.readinto(view) or 0
 
     def close(self) -> None:
         if self._rest is not None:
@@ -833,9 +832,9 @@ class S3Backend(Backend):
         if got != hi - lo or not str(resp.get("ContentRange", f"bytes {lo}-")).startswith(f"bytes {lo}-"):
             raise Transient(f"Short read of {self.display(key)} ({got} of {hi - lo} bytes at {lo})")
 
-    def _ranged(self, key: str, start: int, end: int, head: bytes, etag: str) -> BinaryIO:
+    def _ranged(self, key: str, start: int, end: int, head: bytes, etag: str) -> Reader:
         """Bytes ``[start, end)`` of a large object: ``head`` (already here), then parallel ranges."""
-        return RangedReader(  # type: ignore[return-value]
+        return RangedReader(
             lambda lo, into: self._fetch_range(key, lo, into, etag),
             start,
             end,
@@ -845,7 +844,7 @@ class S3Backend(Backend):
             executor=self.executor,
         )
 
-    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> BinaryIO:
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
         self._need_bucket()
         key = self._key(path)
         if offset < 0 or (length is not None and length < 0):
@@ -863,7 +862,7 @@ class S3Backend(Backend):
                 # for a large object, in parallel ranges.
                 if total - len(first) > READ_RANGE:
                     return self._ranged(key, 0, total, first, etag)
-                return _RestReader(self, path, first, total, etag)  # type: ignore[return-value]
+                return _RestReader(self, path, first, total, etag)
         # The first request asks for one range, read whole: a small object (or a short range)
         # arrives in one GET; for a large one the Content-Range of the answer gives the size for
         # the parallel ranges that follow.
@@ -888,7 +887,7 @@ class S3Backend(Backend):
         total = _total_size(resp.get("ContentRange"), offset, int(resp.get("ContentLength", 0)))
         end = total if length is None else min(total, offset + length)
         if end <= first_end:
-            return _BodyReader(resp["Body"])  # type: ignore[return-value]
+            return _BodyReader(resp["Body"])
         try:
             head: bytes = resp["Body"].read()
         except Exception as exc:
@@ -1294,7 +1293,7 @@ class S3Backend(Backend):
             UploadId=upload_id,
         )
 
-    # -- share links (ferry.sharing.base.Sharer) --
+    # -- share links (ferry.sharing.types.Sharer) --
     def temporary_credentials(self) -> bool:
         _ = self.client
         creds = self._session.get_credentials() if self._session is not None else None

@@ -26,15 +26,14 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ferry.backends.s3_client import DIGEST_REFUSALS
 from ferry.backends.s3_fast import Fallback
 
 if TYPE_CHECKING:
     from ferry.backends.s3 import S3Backend
 
 MODES = ("auto", "on", "off")
-# What S3 and the S3-compatible stores answer for a body that does not match its checksum
-# (AWS, Ceph RGW: BadDigest; MinIO: XAmzContentChecksumMismatch).
-_CHECKSUM_REFUSALS = ("BadDigest", "XAmzContentChecksumMismatch", "InvalidChecksum", "XAmzContentSHA256Mismatch")
+_CHECKSUM_REFUSALS = DIGEST_REFUSALS
 
 
 @dataclass(frozen=True)

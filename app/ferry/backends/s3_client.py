@@ -35,6 +35,15 @@ DEFAULT_PART = 16 << 20
 MAX_PARTS = 10_000
 MAX_OBJECT = 5 << 40  # 5 TiB
 MAX_SINGLE_COPY = 5 << 30  # CopyObject limit; above it, UploadPartCopy
+# What S3 and the S3-compatible stores answer for a body that does not match its checksum
+# (AWS, Ceph RGW, rclone: BadDigest; MinIO: XAmzContentChecksumMismatch).
+DIGEST_REFUSALS = (
+    "BadDigest",
+    "InvalidDigest",
+    "XAmzContentChecksumMismatch",
+    "InvalidChecksum",
+    "XAmzContentSHA256Mismatch",
+)
 
 
 class Archived(FerryError):
@@ -424,7 +433,7 @@ def _client_error(code: str, status: int, headers: dict[str, str], what: str, bu
         from ferry.core.errors import AlreadyExists
 
         return AlreadyExists(f"Already exists: {what}", detail)
-    if code in ("BadDigest", "InvalidDigest", "XAmzContentSHA256Mismatch", "InvalidChecksum"):
+    if code in DIGEST_REFUSALS:
         from ferry.core.errors import ChecksumMismatch
 
         return ChecksumMismatch(f"S3 refused {what}: the bytes it received do not match their checksum", detail)

@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit
 
+from ferry.backends.s3_client import DIGEST_REFUSALS
 from ferry.backends.s3_http import LeanConnection
 
 if TYPE_CHECKING:  # ssl is imported when an https endpoint is first reached (~9 ms of start-up)
@@ -245,14 +246,16 @@ class FastS3:
             self.sent(method, key)
         return status, got, data
 
-    def _answer(self, status: int, headers: Mapping[str, str], data: bytes | int) -> None:
+    def _answer(self, status: int, headers: Mapping[str, str], data: bytes | int, *, digest: bool = False) -> None:
         if 200 <= status < 300:
             return
-        if status in (404, 412) and isinstance(data, bytes):
+        if status in (400, 404, 412) and isinstance(data, bytes):
             code, message = _error_code(data)
             # "No such key" and a refused condition (If-None-Match, If-Match) are answers, not
             # trouble: worded as botocore's would be, without repeating the request through it.
-            if code in ("NoSuchKey", "NoSuchBucket", "PreconditionFailed"):
+            # With ``digest``, so is a body refused as damaged: a part is sent again by its writer,
+            # which knows that rclone serve s3 drops the whole upload after such a refusal.
+            if code in ("NoSuchKey", "NoSuchBucket", "PreconditionFailed") or (digest and code in DIGEST_REFUSALS):
                 raise FastError(code, status, message)
         raise Fallback(str(status))  # botocore words it (and retries what it should)
 
@@ -326,7 +329,7 @@ class FastS3:
         query = f"partNumber={number}&uploadId={quote(upload_id, safe='-_.~')}"
         # A writer's reused part buffer (bytearray) goes to sendall as it is: no copy into bytes.
         status, got, data = self._request("PUT", bucket, key, headers, cast(bytes, body), payload, query)
-        self._answer(status, got, data)
+        self._answer(status, got, data, digest=True)
         return _shape(got, len(body))
 
     def get_object(

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.backends.base import ResumeSlot, Writer
 from ferry.backends.s3_checksums import Support, composite_sha256, same_composite, support
 from ferry.backends.s3_client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
-from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
+from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, UsageError
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
@@ -336,7 +336,7 @@ class S3Writer(Writer):
         if self._done:
             raise ValueError("write to a committed or aborted writer")
         if self._failed is not None:
-            raise self._failed
+            self._wait_parts()  # the parts still in flight may say better why (see _upload_part)
         self._fed = True
         if self._hasher is not None:
             self._hasher.update(data)
@@ -393,7 +393,7 @@ class S3Writer(Writer):
         self._inflight.acquire()  # bounds memory: at most part_concurrency parts queued per file
         if self._failed is not None:
             self._inflight.release()
-            raise self._failed
+            self._wait_parts()
         size = len(chunk)
         BUDGET.acquire(size)  # and across all files: see PartBudget
         try:
@@ -419,18 +419,7 @@ class S3Writer(Writer):
             if sha is None or not self._checks().checks_sha256:
                 md5 = hashlib.md5(chunk).digest()
             what = f"part {n} of {self._b.display(self.final_path)}"
-            try:
-                resp = self._b.upload_part(
-                    self.final_path,
-                    str(self._upload_id),
-                    n,
-                    chunk,
-                    _b64(md5) if md5 and self._part_md5_header else None,
-                    checksum_sha256=sha,
-                    unsigned=bool(md5),  # its ETag is compared with this MD5: no SHA-256 pass for SigV4
-                )
-            except Exception as exc:
-                raise map_error(exc, f"uploading {what}", bucket=self._b.bucket) from exc
+            resp = self._send_part(n, chunk, md5, sha, what)
             etag = _etag(resp)
             md5_hex = md5.hex()
             if md5_hex and etag != md5_hex and resp.get("ServerSideEncryption") not in _KMS:
@@ -447,13 +436,45 @@ class S3Writer(Writer):
                 if isinstance(chunk, bytearray) and len(chunk) == self._part_size and len(self._free) < 2:
                     self._free.append(chunk)
         except BaseException as exc:
-            if self._failed is None:
+            # The first failure wins, but a damaged part outranks what follows from it (rclone
+            # serve s3 drops the whole upload after refusing a part: the other parts then meet
+            # NoSuchUpload, which would hide why the file failed).
+            if self._failed is None or (
+                isinstance(exc, ChecksumMismatch) and not isinstance(self._failed, ChecksumMismatch)
+            ):
                 self._failed = exc
             raise
         finally:
             BUDGET.release(len(chunk))
             assert self._inflight is not None
             self._inflight.release()
+
+    def _send_part(self, n: int, chunk: bytes | bytearray, md5: bytes, sha: bytes | None, what: str) -> Any:
+        """UploadPart; a part the store refuses as damaged on the way is sent once more. rclone
+        serve s3 drops the whole upload after such a refusal: the second try then meets
+        NoSuchUpload, and the part fails as the checksum refusal it was (the copy starts the file
+        over), not as an upload that vanished."""
+        refused: FerryError | None = None
+        for _ in range(2):
+            try:
+                return self._b.upload_part(
+                    self.final_path,
+                    str(self._upload_id),
+                    n,
+                    chunk,
+                    _b64(md5) if md5 and self._part_md5_header else None,
+                    checksum_sha256=sha,
+                    unsigned=bool(md5),  # its ETag is compared with this MD5: no SHA-256 pass for SigV4
+                )
+            except Exception as exc:
+                err = map_error(exc, f"uploading {what}", bucket=self._b.bucket)
+                if refused is not None:
+                    raise (refused if isinstance(err, NotFound) else err) from exc
+                if not isinstance(err, ChecksumMismatch):
+                    raise err from exc
+                refused = err
+        assert refused is not None
+        raise refused
 
     def _wait_parts(self) -> None:
         futures, self._futures = self._futures, []
