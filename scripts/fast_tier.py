@@ -35,7 +35,9 @@ SERVER_SITES = frozenset({"sftp", "s3-moto", "s3-rclone", "globus"})  # tests/co
 END_TO_END = (
     "tests/test_cli_cp.py",
     "tests/test_cli_queue.py",
+    "tests/test_conflict_answers.py",
     "tests/test_crash_resume.py",
+    "tests/test_move.py",
     "tests/test_no_space.py",
     "tests/watch/test_watch_cli.py",
     "tests/watch/test_watch_engine.py",
