@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from types import TracebackType
-from typing import Any, ClassVar, Protocol, Self, runtime_checkable
+from typing import Any, ClassVar, Protocol, Self, cast
 
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -229,7 +229,6 @@ class Reader(Protocol):
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> Any: ...
 
 
-@runtime_checkable
 class HashFeedingReader(Protocol):
     """A reader that hashes what it returns, in order, on threads of its own (S3's parallel
     ranges): handed the copy's hasher, hashing overlaps the copy's writes."""
@@ -239,21 +238,18 @@ class HashFeedingReader(Protocol):
         ...
 
 
-@runtime_checkable
 class LendingReader(Protocol):
     """A reader that lends its own buffers, each valid until the next call; empty at the end."""
 
     def next_view(self) -> memoryview: ...
 
 
-@runtime_checkable
 class QuickStat(Protocol):
     """``stat`` that answers None for a missing path instead of raising (cheap on local disks)."""
 
     def stat_or_none(self, path: str) -> Entry | None: ...
 
 
-@runtime_checkable
 class ServerCopier(Protocol):
     """Copies within one endpoint without the bytes passing through Ferry (copy_file_range, S3
     CopyObject); used only when no checksum is asked, since nothing is hashed on the way."""
@@ -263,7 +259,6 @@ class ServerCopier(Protocol):
     ) -> None: ...
 
 
-@runtime_checkable
 class Batches(Protocol):
     """Many small files in one stream (SFTP tar batches), driven by ``ferry.transfers.batch``."""
 
@@ -278,10 +273,18 @@ class Batches(Protocol):
     def read_batch(self, paths: Sequence[str]) -> Sequence[tuple[Entry, bytes | bytearray] | BaseException]: ...
 
 
+class Delegator(Protocol):
+    """A backend whose service can move a whole job's bytes itself (Globus). Asking costs no
+    service call (a Globus backend's capabilities may need one)."""
+
+    def delegation(self, src: Backend, dst: Backend) -> JobDelegate | None: ...
+
+
 @dataclass(frozen=True)
 class Features:
     """A backend's optional capabilities as typed handles (None where it has none)."""
 
+    delegator: Delegator | None = None
     quick_stat: QuickStat | None = None
     server_copier: ServerCopier | None = None
     batches: Batches | None = None
@@ -296,13 +299,33 @@ class ReaderFeatures:
 
 _READER_FEATURES: dict[type, ReaderFeatures] = {}
 
+# The methods each optional protocol declares. Checked on the object's class by name rather than
+# with isinstance(): a runtime-checkable Protocol remembers a class it once matched (ABC caching)
+# even after the class changed, and these lists say exactly what an implementation must have.
+_MEMBERS: dict[type, tuple[str, ...]] = {
+    HashFeedingReader: ("feed_hasher",),
+    LendingReader: ("next_view",),
+    QuickStat: ("stat_or_none",),
+    ServerCopier: ("server_copy",),
+    Batches: ("batch_usable", "write_batch", "commit_batch", "read_batch"),
+    SourceEvidence: ("evidence_for",),
+    Delegator: ("delegation",),
+}
+
+
+def implements(obj: object, protocol: type) -> bool:
+    """Whether ``obj``'s class has every method ``protocol`` declares."""
+    members = _MEMBERS.get(protocol, ())
+    cls = type(obj)
+    return bool(members) and all(callable(getattr(cls, name, None)) for name in members)
+
 
 def reader_features(reader: object) -> ReaderFeatures:
     """What a reader's class declares, resolved once per class (a copy opens one reader a file)."""
     cls = type(reader)
     found = _READER_FEATURES.get(cls)
     if found is None:
-        found = ReaderFeatures(isinstance(reader, HashFeedingReader), isinstance(reader, LendingReader))
+        found = ReaderFeatures(implements(reader, HashFeedingReader), implements(reader, LendingReader))
         _READER_FEATURES[cls] = found
     return found
 
@@ -383,12 +406,16 @@ class Backend(ABC):
         """The optional protocols this backend implements, resolved once."""
         found: Features | None = self.__dict__.get("_features")
         if found is None:
+            caps = self.capabilities
             found = Features(
-                quick_stat=self if isinstance(self, QuickStat) else None,
-                server_copier=self if self.capabilities.server_side_copy and isinstance(self, ServerCopier) else None,
-                batches=self if isinstance(self, Batches) else None,
+                delegator=cast(Delegator, self) if implements(self, Delegator) else None,
+                quick_stat=cast(QuickStat, self) if implements(self, QuickStat) else None,
+                server_copier=(
+                    cast(ServerCopier, self) if caps.server_side_copy and implements(self, ServerCopier) else None
+                ),
+                batches=cast(Batches, self) if implements(self, Batches) else None,
                 source_evidence=(
-                    self if self.capabilities.source_evidence and isinstance(self, _EvidenceSource) else None
+                    cast(SourceEvidence, self) if caps.source_evidence and implements(self, SourceEvidence) else None
                 ),
             )
             self.__dict__["_features"] = found
@@ -427,11 +454,6 @@ class Backend(ABC):
 Prompter = Callable[[str, bool], str]
 """Asks the person a question (prompt text, echo) and returns the answer; used for passwords,
 one-time codes and host-key decisions by the remote backends."""
-
-
-@runtime_checkable
-class _EvidenceSource(SourceEvidence, Protocol):
-    """SourceEvidence, checkable at run time (resolving Features)."""
 
 
 # ---- delegation: a service moves a whole job's bytes (Globus); the engine implements the sink ----

@@ -130,14 +130,11 @@ class Delegation:
 def find_delegation(src: Backend, dst: Backend) -> Delegation | None:
     """The delegation one of the two backends offers for this pair, or None (Ferry streams).
 
-    Only backends with a ``delegation(src, dst)`` method take part; asking costs no service call
-    (a Globus backend's capabilities may need one).
+    Only backends that declare the Delegator feature take part.
     """
     for backend in (src, dst):
-        offer = getattr(backend, "delegation", None)
-        if not callable(offer):
-            continue
-        found: JobDelegate | None = offer(src, dst)
+        delegator = backend.features.delegator
+        found = delegator.delegation(src, dst) if delegator is not None else None
         if found is not None:
             return Delegation(found)
     return None
