@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from enum import StrEnum
 from typing import Protocol
 
 from ferry.core.cancel import CancelToken
@@ -40,7 +41,20 @@ _FACTORIES: dict[str, Callable[[], Hasher]] = {
 }
 
 HASH_ALGORITHMS = tuple(_FACTORIES)
-VERIFY_MODES = ("sha256", "blake3", "size", "none")
+class VerifyMode(StrEnum):
+    """How a job checks what it copied (stored with the job; the same strings in the queue)."""
+
+    SHA256 = "sha256"
+    BLAKE3 = "blake3"
+    SIZE = "size"
+    NONE = "none"
+
+    @property
+    def hash_algo(self) -> str | None:
+        return self.value if self in (VerifyMode.SHA256, VerifyMode.BLAKE3) else None
+
+
+VERIFY_MODES = tuple(m.value for m in VerifyMode)
 
 
 def new_hasher(algo: str) -> Hasher:

@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
+from enum import StrEnum
 from typing import Any
 
 from ferry.core.errors import Action, AlreadyExists, UsageError
-from ferry.core.hashing import VERIFY_MODES
+from ferry.core.hashing import VERIFY_MODES, VerifyMode
 
-CONFLICT_POLICIES = ("ask", "skip", "overwrite", "newer", "different", "rename", "resume")
+
+class ConflictPolicy(StrEnum):
+    """What to do with a file already at the destination (the same strings in the queue)."""
+
+    ASK = "ask"
+    SKIP = "skip"
+    OVERWRITE = "overwrite"
+    NEWER = "newer"
+    DIFFERENT = "different"
+    RENAME = "rename"
+    RESUME = "resume"
+
+
+CONFLICT_POLICIES = tuple(p.value for p in ConflictPolicy)
 
 CONFLICT_HELP = {
     "ask": "files already there with the same size and modification time are skipped as identical; "
@@ -47,8 +61,9 @@ _UNVERIFIED_MOVE = {
 @dataclass
 class JobOptions:
     recursive: bool = False
-    verify: str = "sha256"
-    on_conflict: str = "ask"
+    # Given as plain strings or enum members; a VerifyMode / ConflictPolicy after __post_init__.
+    verify: str = VerifyMode.SHA256
+    on_conflict: str = ConflictPolicy.ASK
     bwlimit: int | None = None  # bytes/s for this job (the runner may add a global one)
     window: str | None = None  # "HH:MM-HH:MM", local time
     start_at: float | None = None  # epoch seconds
@@ -68,6 +83,8 @@ class JobOptions:
             raise UsageError(
                 f"Unknown conflict policy '{self.on_conflict}' (choose from {', '.join(CONFLICT_POLICIES)})"
             )
+        self.verify = VerifyMode(self.verify)
+        self.on_conflict = ConflictPolicy(self.on_conflict)
         if self.move and self.verify in _UNVERIFIED_MOVE and not self.allow_unverified_move:
             raise UsageError(
                 f"A move deletes each source only after a checksum check of its copy, and "
@@ -77,7 +94,7 @@ class JobOptions:
 
     @property
     def hash_algo(self) -> str | None:
-        return self.verify if self.verify in ("sha256", "blake3") else None
+        return VerifyMode(self.verify).hash_algo
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -25,9 +25,11 @@ from ferry.core.dirs import data_dir, ensure_private_dir
 from ferry.core.errors import Action, FerryError, UsageError
 from ferry.core.outcomes import (
     Evidence,
+    JobState,
     Level,
     OutcomeCounts,
     SkipReason,
+    TaskState,
     Verification,
     decode_evidence,
     encode_evidence,
@@ -116,9 +118,9 @@ _MIGRATIONS: dict[int, str] = {
     """,
 }
 
-JOB_ACTIVE = ("queued", "running")
-JOB_FINISHED = ("done", "failed", "cancelled")
-TASK_OPEN = ("queued", "running")
+JOB_ACTIVE = (JobState.QUEUED, JobState.RUNNING)
+JOB_FINISHED = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+TASK_OPEN = (TaskState.QUEUED, TaskState.RUNNING)
 
 
 def enc(path: str) -> bytes:
@@ -158,7 +160,7 @@ def _runner_alive(runner: str | None, heartbeat: float | None) -> bool:
 class Job:
     id: int
     created: float
-    state: str
+    state: JobState
     sources: list[str]
     dest: str
     options: JobOptions
@@ -188,7 +190,7 @@ class Task:
     size: int | None
     mtime_us: int | None
     extra: str | None
-    state: str
+    state: TaskState
     attempts: int
     interrupted: bool
     hash_algo: str | None
@@ -296,7 +298,7 @@ def _job(row: Sequence[object]) -> Job:
     return Job(
         id=int(row[0]),  # type: ignore[call-overload]
         created=float(row[1]),  # type: ignore[arg-type]
-        state=str(row[2]),
+        state=JobState(str(row[2])),
         sources=json.loads(str(row[3])),
         dest=str(row[4]),
         options=JobOptions.from_json(str(row[5])),
@@ -310,6 +312,9 @@ def _job(row: Sequence[object]) -> Job:
         error_kind=row[13],  # type: ignore[arg-type]
         error_action=_action(row[14]),
     )
+
+
+_TASK_STATES = {s.value: s for s in TaskState}
 
 
 def _action(value: object) -> Action | None:
@@ -365,7 +370,7 @@ def _task(row: Sequence[object]) -> Task:
         size=row[6],
         mtime_us=row[7],
         extra=row[8],
-        state=row[9],
+        state=_TASK_STATES[row[9]],  # type: ignore[index]
         attempts=row[10],
         interrupted=bool(row[11]),
         hash_algo=row[12],
