@@ -11,7 +11,9 @@ import pytest
 from ferry.backends.s3 import restore_state, wait_for_restore
 from ferry.backends.s3_client import Archived
 from ferry.backends.s3_names import decode_name, encode_name
+from ferry.core.outcomes import SkipReason
 from helpers import Ferry
+from s3.conftest import queue_tasks
 from s3.servers import S3Server
 
 HOSTILE = [
@@ -45,9 +47,18 @@ def test_hostile_keys_never_escape_and_are_reported(moto: S3Server, tmp_path: Pa
     assert not any("\x01" in n for n in landed)
     assert "evil.txt" not in landed and "abs.txt" not in landed and "b.txt" not in landed
     job = ferry.jobs()[-1]
-    shown = ferry.ok("queue", "show", str(job["id"])).stdout + res.stdout + res.stderr
+    shown = ferry.ok("queue", "show", "--files", str(job["id"])).stdout + res.stdout + res.stderr
     assert "unsafe name" in shown  # the refused ones are listed with the reason
     assert "name mapped from" in shown  # and the mapped one says so
+    skipped = {src: t.skip_reason for src, t in queue_tasks(ferry).items() if t.state == "skipped"}
+    # "..", "ok/..": unsafe; the keys under "/" and "a//" and the data in "dir/": unrepresentable.
+    assert skipped == {
+        "../": SkipReason.UNSAFE_NAME,
+        "ok/..": SkipReason.UNSAFE_NAME,
+        "/": SkipReason.UNREPRESENTABLE,
+        "a//": SkipReason.UNREPRESENTABLE,
+        "dir/": SkipReason.UNREPRESENTABLE,
+    }, skipped
 
 
 def test_name_mapping_is_reversible() -> None:
