@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ferry.backends.registry import BackendPool
 from ferry.core.address import parse_address
 from ferry.core.errors import FerryError, describe
+from ferry.core.outcomes import JobState
 from ferry.transfers import move
 from ferry.transfers.options import CONFLICT_ANSWER_KEY, JobOptions
 from ferry.transfers.store import Job, Store
@@ -22,11 +24,20 @@ from ferry.transfers.store import Job, Store
 PAUSED = "paused by you; 'ferry queue resume' (or Resume in the window) continues it"
 CANCELLED = "cancelled by you"
 
-PAUSABLE = ("queued", "running")
-RESUMABLE = ("paused",)
-CANCELLABLE = ("queued", "running", "paused")
-RETRYABLE = ("failed", "cancelled", "paused", "done", "running")
-CLEARABLE = ("done", "cancelled")
+PAUSABLE = (JobState.QUEUED, JobState.RUNNING)
+RESUMABLE = (JobState.PAUSED,)
+CANCELLABLE = (JobState.QUEUED, JobState.RUNNING, JobState.PAUSED)
+RETRYABLE = (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED, JobState.DONE, JobState.RUNNING)
+CLEARABLE = (JobState.DONE, JobState.CANCELLED)
+
+
+class QueueAction(StrEnum):
+    """What a person can do to jobs, from any front end (see :func:`apply`)."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    RETRY = "retry"
 
 
 @dataclass(frozen=True)
@@ -124,6 +135,19 @@ def retry(store: Store, job_ids: Sequence[int], on_conflict: str | None = None) 
         n = store.retry_failed(job.id, include_cancelled=job.state == "cancelled")
         out.append(Change(job.id, True, job.state, files=n))
     return out
+
+
+def apply(
+    store: Store, action: QueueAction, job_ids: Sequence[int], pool: BackendPool | None = None
+) -> list[Change]:
+    """One of the per-job actions by its value (the window's buttons, scripts)."""
+    if action is QueueAction.PAUSE:
+        return pause(store, job_ids)
+    if action is QueueAction.RESUME:
+        return resume(store, job_ids)
+    if action is QueueAction.CANCEL:
+        return cancel(store, job_ids, pool)
+    return retry(store, job_ids)
 
 
 def clear(store: Store, job_ids: Sequence[int] | None = None, *, include_failed: bool = False) -> int:

@@ -33,6 +33,7 @@ from ferry.core.address import Address
 from ferry.core.errors import Action, FerryError, UsageError, describe
 from ferry.core.units import format_rate, format_size
 from ferry.credentials import prompts
+from ferry.transfers.control import QueueAction
 from ferry.transfers.watch import WatchSpec
 from ferry.ui import open_cache, queue_actions
 from ferry.ui.bridge import Bridge, background_priority
@@ -696,20 +697,15 @@ class MainWindow(QMainWindow):
 
         store_path, pool = self.store_path, self.pool
 
+        try:  # the Fix button retries, after whatever its action asked the person to do
+            action = QueueAction.RETRY if key == "fix" else QueueAction(key)
+        except ValueError:
+            raise UsageError(f"Unknown action {key}") from None
+
         def work() -> int:
             store = Store(store_path)
             try:
-                if key == "pause":
-                    return queue_actions.pause(store, job_ids)
-                if key == "resume":
-                    return queue_actions.resume(store, job_ids)
-                if key == "cancel":
-                    return queue_actions.cancel(store, job_ids, pool)
-                if key == "retry":
-                    return queue_actions.retry(store, job_ids)
-                if key == "fix":
-                    return queue_actions.retry(store, job_ids)
-                raise UsageError(f"Unknown action {key}")
+                return queue_actions.apply(store, action, job_ids, pool)
             finally:
                 store.close()
 
@@ -726,8 +722,7 @@ class MainWindow(QMainWindow):
             from ferry.ui.queue_model import fix_for
 
             fixes = [fix_for(j.error_action) for j in jobs]
-            action = next((f[0] for f in fixes if f is not None), Action.RETRY)
-            self.fix_job(action, job_ids)
+            self.fix_job(next((f[0] for f in fixes if f is not None), Action.RETRY), job_ids)
             return
         self.run_async(work, done)
 

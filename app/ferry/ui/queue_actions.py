@@ -20,6 +20,14 @@ def _known(store: Store, job_ids: list[int]) -> list[int]:
     return [j.id for j in store.jobs(ids=job_ids)]
 
 
+def apply(store: Store, action: control.QueueAction, job_ids: list[int], pool: BackendPool) -> int:
+    """Jobs changed (files queued again, for retry), as the status bar says it."""
+    changes = control.apply(store, action, _known(store, job_ids), pool)
+    if action is control.QueueAction.RETRY:
+        return sum(c.files for c in changes if c.applied)
+    return _applied(changes)
+
+
 def pause(store: Store, job_ids: list[int]) -> int:
     return _applied(control.pause(store, _known(store, job_ids)))
 
