@@ -47,7 +47,7 @@ class Ferry:
 
     def __call__(self, *args: str | os.PathLike[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*FERRY, *map(os.fspath, args)],
+            [*FERRY, *(os.fspath(a) for a in args)],
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,
@@ -63,7 +63,7 @@ class Ferry:
         kw.setdefault("stdout", subprocess.PIPE)
         kw.setdefault("stderr", subprocess.PIPE)
         return subprocess.Popen(
-            [*FERRY, *map(os.fspath, args)],
+            [*FERRY, *(os.fspath(a) for a in args)],
             cwd=self.cwd,
             env=self.env,
             stdin=subprocess.DEVNULL,

@@ -17,8 +17,10 @@ from keyring.compat import properties
 from keyring.errors import KeyringLocked, PasswordDeleteError
 
 
-def _selected(cls: type) -> bool:
-    return os.environ.get("PYTHON_KEYRING_BACKEND") == f"{cls.__module__}.{cls.__qualname__}"
+def _selected(cls: object) -> bool:
+    """``cls`` is the class (keyring's classproperty hands it over, typed as an instance)."""
+    name = f"{getattr(cls, '__module__', '')}.{getattr(cls, '__qualname__', '')}"
+    return os.environ.get("PYTHON_KEYRING_BACKEND") == name
 
 
 class MemoryKeyring(KeyringBackend):

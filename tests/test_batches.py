@@ -10,7 +10,7 @@ import os
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pytest
 
@@ -40,7 +40,7 @@ class _Batches:
         for path, source, token, _mtime in items:
             self.mkdir(path.rsplit("/", 1)[0], parents=True, exist_ok=True)  # as tar does
             if "grows" in path:  # written to after the stat, before the batch sends it
-                with open(source.source.path, "ab") as f:
+                with open(cast(Any, source).source.path, "ab") as f:  # the engine's item: its Entry
                     f.write(b" and more")
             data = source.read()  # the engine hands a BatchData: read when its turn comes
             assert len(data) == len(source)

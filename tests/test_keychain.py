@@ -101,7 +101,7 @@ def test_empty_chainer_is_no_keychain(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_chainer_with_a_backend_is_a_keychain(monkeypatch: pytest.MonkeyPatch) -> None:
     from keyring.backends import chainer
 
-    monkeypatch.setattr(chainer.ChainerBackend, "backends", [MemoryKeyring()])
+    monkeypatch.setattr(chainer.ChainerBackend, "backends", [MemoryKeyring()])  # type: ignore[no-untyped-call]
     with selected_keyring(monkeypatch, "keyring.backends.chainer.ChainerBackend"):
         # A chainer over one backend has a negative priority of its own, yet works.
         assert keychain.keychain_available()

@@ -263,7 +263,7 @@ sys.exit(main(sys.argv[1:]))
 
 def _popen_slow(ferry: Ferry, *args: str | os.PathLike[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-c", _SLOW_DELETIONS, *map(os.fspath, args)],
+        [sys.executable, "-c", _SLOW_DELETIONS, *(os.fspath(a) for a in args)],
         cwd=ferry.cwd,
         env=ferry.env,
         stdin=subprocess.DEVNULL,

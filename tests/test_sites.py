@@ -12,7 +12,6 @@ import pytest
 
 from ferry.core.address import parse_address
 from ferry.core.errors import FerryError, UsageError
-from ferry.credentials import sites as sites_mod
 from ferry.credentials.sites import Site, SiteStore, resolve_address
 
 
@@ -333,7 +332,7 @@ def test_failed_write_keeps_the_old_file(
     def broken_replace(src: object, dst: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sites_mod.os, "replace", broken_replace)
+    monkeypatch.setattr("ferry.credentials.sites.os.replace", broken_replace)
     with pytest.raises(FerryError, match="No space"):
         store.add("other", "/two")
     monkeypatch.undo()

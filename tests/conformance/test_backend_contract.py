@@ -343,7 +343,7 @@ def test_reader_supports_readinto_and_small_reads(site: Site) -> None:
     put(site, site.path("f"), data)
     with site.backend.open_read(site.path("f"), 100, 5000) as f:
         buf = bytearray(3000)
-        n = f.readinto(buf)  # type: ignore[attr-defined]
+        n = f.readinto(buf)
         got = bytes(buf[:n])
         while chunk := f.read(777):
             got += chunk
