@@ -44,7 +44,7 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"ferry.selftest", "ferry.ui.main_window", "ferry.ui.theme"}): (
         "issue 19: ui.theme stops importing selftest (the window's check gets its own module)"
     ),
-    frozenset({"ferry.backends.sftp", "ferry.backends.sftp_small", "ferry.backends.sftp_tar"}): (
+    frozenset({"ferry.backends.sftp.backend", "ferry.backends.sftp.small", "ferry.backends.sftp.batches"}): (
         "issue 19: ferry/backends/sftp/ package (connection, batches) with no cycles"
     ),
 }
@@ -154,12 +154,12 @@ KNOWN_COMPLEX: dict[str, int] = {
     "ferry/backends/s3_evidence.py::candidates": 21,
     "ferry/backends/s3_fast.py::_list_page": 21,
     "ferry/backends/s3_http.py::LeanConnection._response": 23,
-    "ferry/backends/sftp.py::_Host._authenticate": 26,
-    "ferry/backends/sftp_parallel.py::ParallelRangeReader._stream": 22,
-    "ferry/backends/sftp_parallel_write.py::ParallelRangeWriter._stream": 34,
-    "ferry/backends/sftp_tar.py::read_batch": 35,
-    "ferry/backends/sftp_tar.py::write_batch": 22,
-    "ferry/backends/ssh_fastpath.py::_read_message": 23,
+    "ferry/backends/sftp/backend.py::_Host._authenticate": 26,
+    "ferry/backends/sftp/parallel_read.py::ParallelRangeReader._stream": 22,
+    "ferry/backends/sftp/parallel_write.py::ParallelRangeWriter._stream": 34,
+    "ferry/backends/sftp/batches.py::read_batch": 35,
+    "ferry/backends/sftp/batches.py::write_batch": 22,
+    "ferry/backends/sftp/fastpath.py::_read_message": 23,
     "ferry/cli/cmd_globus.py::cmd_search": 24,
     "ferry/cli/cmd_queue.py::cmd_show": 26,
     "ferry/core/address.py::_parse_url": 23,

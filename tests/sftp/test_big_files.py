@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
-import ferry.backends.sftp_parallel as parallel_mod
-from ferry.backends import ssh_fastpath
+import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp.parallel_read as parallel_mod
+from ferry.backends.sftp import fastpath as ssh_fastpath
 from ferry.core.errors import FerryError, Transient
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
-import ferry.backends.sftp_hash as hash_mod
+import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp.remote_hash as hash_mod
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
 

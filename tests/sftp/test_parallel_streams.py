@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
-import ferry.backends.sftp_parallel_write as pw
+import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp.parallel_write as pw
 from ferry.core.errors import FerryError, UsageError
 from ferry.credentials.sites import SiteStore, resolve_address
 from sftp.conformance_site import sftp_backend

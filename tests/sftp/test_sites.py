@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ferry.backends import sftp as sftp_mod
+from ferry.backends.sftp import backend as sftp_mod
 from ferry.core.address import Address
 from ferry.core.errors import UsageError
 from ferry.credentials import keychain, prompts

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
-from ferry.backends import sftp_small
+import ferry.backends.sftp.backend as sftp_mod
 from ferry.backends.base import temp_name
-from ferry.backends.sftp_small import SMALL_MAX, SmallFileWriter
+from ferry.backends.sftp import small as sftp_small
+from ferry.backends.sftp.small import SMALL_MAX, SmallFileWriter
 from ferry.core.errors import AlreadyExists, NotFound, Transient
 from helpers import describe, file_digests, file_events, partials, result_event, wait_until
 from sftp.conformance_site import sftp_backend

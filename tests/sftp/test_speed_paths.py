@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
+import ferry.backends.sftp.backend as sftp_mod
 from ferry.core.errors import NotFound, Transient
 from sftp.conformance_site import sftp_backend
 from sftp.tcp_proxy import TcpProxy

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
-from ferry.backends import sftp_tar
+import ferry.backends.sftp.backend as sftp_mod
 from ferry.backends.base import temp_name
+from ferry.backends.sftp import batches as sftp_tar
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Cancelled, NotFound, Transient
 from helpers import describe, file_digests, file_events, partials, wait_until

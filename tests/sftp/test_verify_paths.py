@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
+import ferry.backends.sftp.backend as sftp_mod
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp as sftp_mod
+import ferry.backends.sftp.backend as sftp_mod
 from ferry.core.errors import FerryError
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer

@@ -33,11 +33,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from ferry.backends import ssh_fastpath, ssh_rekey
 from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Reader, Writer, temp_name
-from ferry.backends.sftp_hash import FollowingHash, HashBatcher, follow_command
-from ferry.backends.sftp_parallel import REQUEST, ParallelRangeReader
-from ferry.backends.sftp_parallel_write import ParallelRangeWriter, safe_resume_offset
+from ferry.backends.sftp import fastpath, rekey
+from ferry.backends.sftp.parallel_read import REQUEST, ParallelRangeReader
+from ferry.backends.sftp.parallel_write import ParallelRangeWriter, safe_resume_offset
+from ferry.backends.sftp.remote_hash import FollowingHash, HashBatcher, follow_command
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
@@ -81,7 +81,7 @@ READ_DEPTH = 16
 PARALLEL_MIN = 64 << 20  # files this big are read as parallel byte-range streams
 # Verifying an upload: files up to READBACK_MAX are read back over SFTP (one more round trip, no
 # process on the server); bigger ones are hashed by the server, in the shared batched shell
-# (sftp_hash.HashBatcher) after they close, or from FOLLOW_MIN on by a hash that follows the
+# (remote_hash.HashBatcher) after they close, or from FOLLOW_MIN on by a hash that follows the
 # upload as it goes. Reading 1 MiB files back doubled paramiko's work per file: 100 x 1 MiB up
 # with --parallel 4 took 2.23 s verified by read-back, 2.03 s by the batched hash, 1.44 s
 # unverified (client CPU 1.4 / 0.9 / 0.8 s; medians of 5, load ~5). A follower costs an exec
@@ -95,7 +95,7 @@ FOLLOW_MIN = 16 << 20
 # keep 8 MiB in flight for a long network link. (More read-ahead per stream makes paramiko copy
 # its growing buffer on every read.)
 PARALLEL_STREAMS = 2
-# Streams per big upload (PARALLEL_MIN and more; sftp_parallel_write). Each SFTP channel has its
+# Streams per big upload (PARALLEL_MIN and more; parallel_write). Each SFTP channel has its
 # own sftp-server process and its own 2 MiB window from sshd, so the server's work overlaps.
 # Interleaved `ferry cp` uploads, 2 cores at load 8-10: 2 GiB (3 runs) 1 stream 8.38 s, 2 streams
 # 7.63 s, 4 streams 6.59 s; 256 MiB (5 runs) 1.63 / 1.73 / 3 streams 1.56 / 1.45 s; the same
@@ -195,9 +195,9 @@ class _Host:
     def forget_dirs(self) -> None:
         """A folder was removed or something renamed: folders seen before may be gone (rare)."""
         self.known_dirs.clear()
-        from ferry.backends import sftp_small
+        from ferry.backends.sftp import small
 
-        sftp_small.known(self).forget()  # new folders' emptiness and listed attributes too
+        small.known(self).forget()  # new folders' emptiness and listed attributes too
 
     # ---- connecting ----
     def transport(self) -> Any:
@@ -242,8 +242,8 @@ class _Host:
         opts = transport.get_security_options()
         gcm = [c for c in opts.ciphers if "gcm" in c]
         opts.ciphers = tuple(gcm + [c for c in opts.ciphers if c not in gcm])  # AES-GCM first: faster here
-        ssh_fastpath.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
-        ssh_rekey.guard(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
+        fastpath.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
+        rekey.guard(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
         try:
             transport.start_client(timeout=t.connect_timeout)
             self._check_host_key(transport)
@@ -492,7 +492,7 @@ class _Host:
                 idle = self._pop_idle()
                 if idle is not None:
                     return idle
-        client, generation = self._open_channel(lambda t: ssh_fastpath.open_sftp(t, WINDOW, MAX_PACKET))
+        client, generation = self._open_channel(lambda t: fastpath.open_sftp(t, WINDOW, MAX_PACKET))
         if client is None:
             self._release_slot(generation)
             raise Transient(f"{self.target.hostname} did not start its SFTP subsystem")
@@ -531,7 +531,7 @@ class _Host:
             generation = self._generation
         try:
             transport = self.transport()
-            client = ssh_fastpath.open_sftp(transport, WINDOW, MAX_PACKET)
+            client = fastpath.open_sftp(transport, WINDOW, MAX_PACKET)
         except paramiko.ChannelException as exc:
             self._refused(exc, generation)
             return None
@@ -635,7 +635,7 @@ class _Host:
         buffer, several sent as their concatenation without joining them, or an iterator of
         such groups, each made and sent in turn) sent by the lean channel path (tar batches send
         megabytes this way)."""
-        from ferry.backends import ssh_fastpath
+        from ferry.backends.sftp import fastpath
 
         chan, generation = self._open_channel(
             lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
@@ -656,7 +656,7 @@ class _Host:
                     groups = stdin
                 for group in groups:
                     if any(group):
-                        ssh_fastpath.send_data(chan, group)
+                        fastpath.send_data(chan, group)
                 chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()
@@ -1183,7 +1183,7 @@ def _send_write(client: Any, handle: bytes, pos: int, data: memoryview) -> int:
     before the channel sees it and then re-slices the rest of the message after every 32 KiB
     SSH packet it sends (a 255 KiB WRITE copied ~1 MB that way); profiled, building and sending
     messages was two thirds of the upload's Python time. Here the data is copied once, into the
-    plaintext of the SSH packets (``ssh_fastpath.send_data``)."""
+    plaintext of the SSH packets (``fastpath.send_data``)."""
     from paramiko.sftp import CMD_WRITE
 
     with client._lock:  # numbering as _async_request does, so _read_response knows the reply
@@ -1192,7 +1192,7 @@ def _send_write(client: Any, handle: bytes, pos: int, data: memoryview) -> int:
         client.request_number = num + 1
     head = struct.pack(">IBII", 21 + len(handle) + len(data), CMD_WRITE, num, len(handle))  # length after itself
     # The data goes from the caller's buffer straight into the SSH packets' plaintext.
-    ssh_fastpath.send_data(client.sock, (head + handle + struct.pack(">QI", pos, len(data)), data))
+    fastpath.send_data(client.sock, (head + handle + struct.pack(">QI", pos, len(data)), data))
     return num
 
 
@@ -1678,10 +1678,10 @@ class SFTPBackend(Backend):
         return path
 
     def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
-        from ferry.backends import sftp_small
+        from ferry.backends.sftp import small
 
         path = self._abs(path)
-        names = sftp_small.known(self._host)
+        names = small.known(self._host)
         links: list[Entry] = []
         with self._host.sftp() as c:
             try:
@@ -1730,10 +1730,10 @@ class SFTPBackend(Backend):
         return err
 
     def stat(self, path: str) -> Entry:
-        from ferry.backends import sftp_small  # answers known without a round trip (see there)
+        from ferry.backends.sftp import small  # answers known without a round trip (see there)
 
         path = self._abs(path)
-        names = sftp_small.known(self._host)
+        names = small.known(self._host)
         if names.absent(path):
             raise NotFound(f"No such file or folder: {self.display(path)}")
         listed = names.take_listed(path)
@@ -1757,11 +1757,11 @@ class SFTPBackend(Backend):
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
     ) -> SFTPWriter:
-        from ferry.backends import sftp_small  # small files: three round trips, not six
+        from ferry.backends.sftp import small  # small files: three round trips, not six
 
-        sftp_small.known(self._host).touch(self._abs(path))
-        if sftp_small.is_small(size):
-            return sftp_small.SmallFileWriter(self, self._abs(path), token, readback)
+        small.known(self._host).touch(self._abs(path))
+        if small.is_small(size):
+            return small.SmallFileWriter(self, self._abs(path), token, readback)
         return SFTPWriter(self, self._abs(path), token, resume, readback, size)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
@@ -1776,7 +1776,7 @@ class SFTPBackend(Backend):
             raise _map_error(exc, self.display(path)) from exc
 
     def _mkdir(self, path: str, parents: bool, exist_ok: bool) -> None:
-        from ferry.backends import sftp_small
+        from ferry.backends.sftp import small
 
         with self._host.sftp() as c:
             todo = [path]
@@ -1789,7 +1789,7 @@ class SFTPBackend(Backend):
                     except FileNotFoundError:
                         todo.append(parent)
                         parent = posixpath.dirname(parent)
-            names = sftp_small.known(self._host)
+            names = small.known(self._host)
             for p in reversed(todo):
                 self._host.known_dirs.discard(p)
                 names.touch(p)
@@ -1862,9 +1862,9 @@ class SFTPBackend(Backend):
         return req.digest
 
     def symlink(self, target: str, path: str) -> None:
-        from ferry.backends import sftp_small
+        from ferry.backends.sftp import small
 
-        sftp_small.known(self._host).touch(path)
+        small.known(self._host).touch(path)
         with self._host.sftp() as c:
             try:
                 c.symlink(_b(target), _b(path))
@@ -1881,33 +1881,33 @@ class SFTPBackend(Backend):
             except Exception as exc:
                 raise _map_error(exc, self.display(path)) from exc
 
-    # ---- many small files in one tar stream (sftp_tar; driven by ferry.transfers.batch) ----
+    # ---- many small files in one tar stream (batches; driven by ferry.transfers.batch) ----
     def batch_usable(self, direction: str, algo: str | None) -> bool:
         """Whether small files may go in tar batches: up (``write_batch``) needs the remote tool
         for ``algo`` to check what tar extracted (``wc -c`` when only sizes are checked); down
         (``read_batch``) only the tar."""
-        from ferry.backends import sftp_tar
+        from ferry.backends.sftp import batches
 
-        if not sftp_tar.usable(self._host):
+        if not batches.usable(self._host):
             return False
         return direction == "down" or algo is None or algo in self.capabilities.hashes
 
     def write_batch(
         self, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
     ) -> Sequence[str | BaseException]:
-        from ferry.backends import sftp_tar
+        from ferry.backends.sftp import batches
 
-        return sftp_tar.write_batch(self, [(self._abs(p), data, tok, mt) for p, data, tok, mt in items], algo)
+        return batches.write_batch(self, [(self._abs(p), data, tok, mt) for p, data, tok, mt in items], algo)
 
     def commit_batch(self, items: Sequence[tuple[str, str, bool, int]]) -> Sequence[BaseException | None]:
-        from ferry.backends import sftp_tar
+        from ferry.backends.sftp import batches
 
-        return sftp_tar.commit_batch(self, items)
+        return batches.commit_batch(self, items)
 
     def read_batch(self, paths: Sequence[str]) -> Sequence[tuple[Entry, bytes | bytearray] | BaseException]:
-        from ferry.backends import sftp_tar
+        from ferry.backends.sftp import batches
 
-        return sftp_tar.read_batch(self, [self._abs(p) for p in paths])
+        return batches.read_batch(self, [self._abs(p) for p in paths])
 
     def close(self) -> None:
         """Connections are shared per host for the whole process (one login per host per run)."""

@@ -38,13 +38,13 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from ferry.backends import sftp_small
 from ferry.backends.base import BatchData, Entry, Kind, temp_name
-from ferry.backends.sftp_hash import parse_digests
+from ferry.backends.sftp import small
+from ferry.backends.sftp.remote_hash import parse_digests
 from ferry.core.errors import AlreadyExists, FerryError, NotFound, Transient, Unsupported
 
 if TYPE_CHECKING:
-    from ferry.backends.sftp import SFTPBackend, _Host
+    from ferry.backends.sftp.backend import SFTPBackend, _Host
 
 log = logging.getLogger("ferry.sftp")
 
@@ -196,7 +196,7 @@ def write_batch(
     results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
     if tool is None:
         return [Unsupported(f"{host.target.hostname} cannot compute {algo} checksums")] * len(items)
-    names = sftp_small.known(host)
+    names = small.known(host)
     todo: list[tuple[int, str]] = []  # (index, partial path)
     for i, (final, _data, token, _mtime) in enumerate(items):
         folder, name = posixpath.split(final)
@@ -313,10 +313,10 @@ def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int
     holds a regular file of its size (as the small-file writer decides, see there)."""
     from paramiko.sftp import CMD_EXTENDED, CMD_RENAME
 
-    from ferry.backends.sftp import _b, _map_error
+    from ferry.backends.sftp.backend import _b, _map_error
 
     host = backend._host
-    names = sftp_small.known(host)
+    names = small.known(host)
     results: list[BaseException | None] = [None] * len(items)
     pending: list[tuple[int, int]] = []
     try:
@@ -363,7 +363,7 @@ def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int
 
 
 def _landed(host: _Host, partial: str, final: str, _overwrite: bool, size: int) -> bool:
-    from ferry.backends.sftp import _b
+    from ferry.backends.sftp.backend import _b
 
     try:
         with host.sftp() as c:
@@ -416,7 +416,7 @@ def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[Fetched | Bas
     got: dict[int, Fetched | BaseException] = {}
     err = b""
     rc = -1
-    from ferry.backends.sftp import MAX_PACKET, WINDOW, _map_error
+    from ferry.backends.sftp.backend import MAX_PACKET, WINDOW, _map_error
 
     chan, generation = host._open_channel(
         lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
@@ -485,27 +485,27 @@ def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[Fetched | Bas
 
 class _Reader:
     """A channel's stdout read in exact amounts. With the lean paths on, through a
-    :class:`~ferry.backends.ssh_fastpath.ChunkPipe` straight into the caller's buffer (one copy);
+    :class:`~ferry.backends.fastpath.ChunkPipe` straight into the caller's buffer (one copy);
     ``tarfile``'s stream reader over paramiko's pipe copied each byte four times (the pipe's
     array, its slices, tarfile's buffer, the member's read): 1,000 x 1 MiB down, profiled, spent
     more there than in writing the files. Put in place before the command starts, so no byte is
     fed to the pipe it replaces."""
 
     def __init__(self, chan: Any) -> None:
-        from ferry.backends import ssh_fastpath
+        from ferry.backends.sftp import fastpath
 
         self._chan = chan
-        self._pipe = ssh_fastpath.ChunkPipe() if ssh_fastpath.enabled() else None
+        self._pipe = fastpath.ChunkPipe() if fastpath.enabled() else None
         if self._pipe is not None:
             chan.in_buffer = self._pipe
         self._scratch = memoryview(bytearray(64 << 10))
 
     def fill(self, view: memoryview) -> None:
         """Exactly ``len(view)`` bytes into ``view``; EOFError if the stream ends first."""
-        from ferry.backends import ssh_fastpath
+        from ferry.backends.sftp import fastpath
 
         if self._pipe is not None:
-            ssh_fastpath.recv_exact_into(self._chan, self._pipe, view)
+            fastpath.recv_exact_into(self._chan, self._pipe, view)
             return
         got = 0
         while got < len(view):

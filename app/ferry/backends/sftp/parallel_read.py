@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ferry.backends import ssh_fastpath
+from ferry.backends.sftp import fastpath
 from ferry.core.errors import Transient
 
 BLOCK = 8 << 20
@@ -79,7 +79,7 @@ class ParallelRangeReader:
 
         n = len(self._clients)
         client = self._clients[k]
-        pipe = ssh_fastpath.pipe_of(client) if self._in_order else None
+        pipe = fastpath.pipe_of(client) if self._in_order else None
         pieces = deque(
             (i, o, min(self._request, off + size - o))
             for i in range(k, len(self._blocks), n)
@@ -181,7 +181,7 @@ class ParallelRangeReader:
         self._clients = []
 
 
-def _reply_into(client: Any, pipe: ssh_fastpath.ChunkPipe, num: int, target: memoryview) -> int:
+def _reply_into(client: Any, pipe: fastpath.ChunkPipe, num: int, target: memoryview) -> int:
     """Read the reply to READ ``num`` (the next one on the channel) with its data copied straight
     into ``target``; returns the bytes it carried (0 at end of file). A status other than end
     of file raises as paramiko would (IOError with the server's reason)."""
@@ -190,21 +190,21 @@ def _reply_into(client: Any, pipe: ssh_fastpath.ChunkPipe, num: int, target: mem
 
     chan = client.sock
     head = bytearray(9)
-    ssh_fastpath.recv_exact_into(chan, pipe, memoryview(head))
+    fastpath.recv_exact_into(chan, pipe, memoryview(head))
     length, kind, rid = struct.unpack(">IBI", head)
     if rid != num:
         raise SFTPError(f"reply #{rid} came where #{num} was expected (the server answers out of order)")
     with client._lock:
         client._expecting.pop(num, None)
     if kind == CMD_DATA:
-        ssh_fastpath.recv_exact_into(chan, pipe, memoryview(head)[:4])
+        fastpath.recv_exact_into(chan, pipe, memoryview(head)[:4])
         size: int = struct.unpack(">I", head[:4])[0]
         if size > len(target) or size != length - 9:
             raise SFTPError(f"READ reply of {size} bytes for {len(target)} asked")
-        ssh_fastpath.recv_exact_into(chan, pipe, target[:size])
+        fastpath.recv_exact_into(chan, pipe, target[:size])
         return size
     body = bytearray(length - 5)
-    ssh_fastpath.recv_exact_into(chan, pipe, memoryview(body))
+    fastpath.recv_exact_into(chan, pipe, memoryview(body))
     if kind != CMD_STATUS:
         raise SFTPError(f"Expected data, got message type {kind}")
     try:

@@ -32,15 +32,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ferry.backends import sftp as _sftp
 from ferry.backends.base import Entry, Kind, temp_name
-from ferry.backends.sftp import SFTPWriter, _b, _map_error
+from ferry.backends.sftp import backend as _sftp
+from ferry.backends.sftp.backend import SFTPWriter, _b, _map_error
 from ferry.core.errors import Transient
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
 if TYPE_CHECKING:
-    from ferry.backends.sftp import SFTPBackend
+    from ferry.backends.sftp.backend import SFTPBackend
 
 log = logging.getLogger("ferry.sftp")
 
