@@ -1,0 +1,159 @@
+"""The window's commands as one table: name, menu text, shortcut, tooltip, menu, one row each.
+
+:func:`build_actions` makes a ``QAction`` per row, puts it in its menu, adds it to the window
+(its shortcut works anywhere in the window) and, for ``panes`` rows, to both listings (their
+right-click menu). What a command does is the window's to say: it passes one callable per name,
+and a name without one (or one without a row) is a programming error caught at start-up. Tests
+and Help find an action by its name (``window.action_map["copy"]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import QMainWindow, QWidget
+
+THEME_MODES = ("system", "light", "dark")
+
+
+@dataclass(frozen=True)
+class Command:
+    key: str  # the action's name: ``action_<key>`` as its object name, the key of ``action_map``
+    text: str
+    shortcut: str
+    tip: str
+    panes: bool = False  # also in both listings' right-click menus
+
+
+SEPARATOR = None
+
+MENUS: tuple[tuple[str, tuple[Command | None, ...]], ...] = (
+    (
+        "&File",
+        (
+            Command("copy", "Copy to other pane", "F5", "Copy the selection to the other pane's folder", True),
+            Command(
+                "move",
+                "Move to other pane",
+                "F6",
+                "Move the selection: sources are deleted only after the copy is verified",
+                True,
+            ),
+            Command("mkdir", "New folder…", "F7", "Create a folder here", True),
+            Command("rename", "Rename", "F2", "Rename the selected item", True),
+            Command("delete", "Delete…", "Del", "Delete the selection (asks first)", True),
+            Command("open", "Open", "Ctrl+O", "Open with the system's application (remote files via the cache)", True),
+            Command(
+                "download",
+                "Download to…",
+                "Ctrl+Shift+D",
+                "Copy the selection to a folder on this computer that you choose",
+                True,
+            ),
+            Command("properties", "Properties…", "Alt+Return", "Size, times and checksums", True),
+            Command("share", "Share link…", "Ctrl+Shift+L", "Make a download or upload link (S3, Globus)", True),
+            Command(
+                "watch",
+                "Watch this folder…",
+                "Ctrl+Shift+W",
+                "Ship each new file in this local folder as soon as it is complete",
+                True,
+            ),
+            SEPARATOR,
+            Command("quit", "Quit", "Ctrl+Q", "Quit Ferry (running files resume next time)"),
+        ),
+    ),
+    (
+        "&Go",
+        (
+            Command("refresh", "Refresh", "Ctrl+R", "List the folder again", True),
+            Command("back", "Back", "Alt+Left", "Previous folder"),
+            Command("forward", "Forward", "Alt+Right", "Next folder"),
+            Command("up", "Up", "Alt+Up", "Parent folder"),
+            Command("path", "Edit path", "Ctrl+L", "Type a path or address"),
+            Command("filter", "Filter", "Ctrl+F", "Filter names in this pane"),
+            Command("hidden", "Show hidden files", "Ctrl+H", "Show or hide names starting with a dot"),
+            Command("switch", "Switch pane", "Ctrl+Tab", "Move to the other pane (Tab in a listing)"),
+            Command("same", "Same folder in other pane", "Ctrl+=", "Show this folder in the other pane too"),
+        ),
+    ),
+    (
+        "&Sites",
+        (Command("sites", "Site manager…", "Ctrl+Shift+M", "Add or edit SFTP, S3, Globus and local sites"),),
+    ),
+    (
+        "&Transfers",
+        (
+            Command("transfers", "Show transfers", "Ctrl+T", "Show or hide the transfers panel"),
+            Command(
+                "settings", "Transfer settings…", "Ctrl+,", "Parallel files, bandwidth, verification, conflicts, timing"
+            ),
+            Command("pause_all", "Pause all", "Ctrl+Shift+P", "Pause every job"),
+            Command("resume_all", "Resume all", "Ctrl+Shift+R", "Resume every paused job"),
+            Command("clear", "Clear finished", "Ctrl+Shift+K", "Remove done and cancelled jobs"),
+        ),
+    ),
+    (
+        "&View",
+        tuple(
+            Command(f"theme_{mode}", f"{mode.capitalize()} colours", f"Ctrl+Shift+{n}", f"Use {mode} colours")
+            for n, mode in enumerate(THEME_MODES, start=1)
+        ),
+    ),
+    ("&Help", (Command("shortcuts", "Keyboard shortcuts", "F1", "List every shortcut"),)),
+)
+
+
+def command_keys() -> list[str]:
+    return [c.key for _title, commands in MENUS for c in commands if c is not None]
+
+
+def _make(window: QMainWindow, command: Command, slot: Callable[[], object]) -> QAction:
+    a = QAction(command.text, window)
+    a.setObjectName(f"action_{command.key}")
+    a.setShortcut(QKeySequence(command.shortcut))
+    a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
+    seq = a.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+    a.setToolTip(f"{command.tip} ({seq})" if seq else command.tip)
+    a.setStatusTip(command.tip)
+    a.triggered.connect(lambda _=False: slot())
+    window.addAction(a)
+    return a
+
+
+def build_actions(
+    window: QMainWindow, listings: Sequence[QWidget], slots: Mapping[str, Callable[[], object]]
+) -> dict[str, QAction]:
+    """Every command of :data:`MENUS` as a QAction in the window's menu bar, by name."""
+    keys = command_keys()
+    missing, extra = set(keys) - set(slots), set(slots) - set(keys)
+    if missing or extra:
+        raise ValueError(f"commands without a slot: {sorted(missing)}; slots without a command: {sorted(extra)}")
+    actions: dict[str, QAction] = {}
+    bar = window.menuBar()
+    for title, commands in MENUS:
+        menu = bar.addMenu(title)
+        for command in commands:
+            if command is None:
+                menu.addSeparator()
+                continue
+            action = actions[command.key] = _make(window, command, slots[command.key])
+            menu.addAction(action)
+            if command.panes:
+                for listing in listings:
+                    listing.addAction(action)
+    return actions
+
+
+def shortcut_lines(actions: Mapping[str, QAction]) -> list[str]:
+    """One line per shortcut for Help, in menu order, and Tab (which switches panes in a listing)."""
+    lines = [
+        f"{a.shortcut().toString(QKeySequence.SequenceFormat.NativeText):>14}   {a.text()}"
+        for a in actions.values()
+        if not a.shortcut().isEmpty()
+    ]
+    lines.append(f"{'Tab':>14}   Switch pane")
+    return lines
