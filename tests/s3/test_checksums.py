@@ -20,8 +20,8 @@ import botocore.exceptions
 import pytest
 
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_checksums import composite_sha256, support
-from ferry.backends.s3_write import S3Writer
+from ferry.backends.s3.checksums import composite_sha256, support
+from ferry.backends.s3.writer import S3Writer
 from ferry.core.address import Address
 from ferry.core.errors import ChecksumMismatch
 from helpers import Ferry

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.s3 as s3mod
+import ferry.backends.s3.backend as s3mod
 from ferry.backends.local import LocalBackend
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_read import RangedReader
+from ferry.backends.s3.reader import RangedReader
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Transient

@@ -20,7 +20,7 @@ from botocore.config import Config
 
 from ferry.backends.base import SourceCheck
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_evidence import Facts, NoEvidence, PartsCheck, candidates, uniform_layout
+from ferry.backends.s3.evidence import Facts, NoEvidence, PartsCheck, candidates, uniform_layout
 from ferry.core.outcomes import Evidence
 from s3.servers import ACCESS_KEY, SECRET_KEY, S3Server
 
@@ -222,7 +222,7 @@ def _crc32c(data: bytes) -> int:
 
 
 def test_crc32c_needs_awscrt_and_says_so_without_it() -> None:
-    from ferry.backends.s3_evidence import ALGORITHMS
+    from ferry.backends.s3.evidence import ALGORITHMS
 
     data = os.urandom(3000)
     value = base64.b64encode(_crc32c(data).to_bytes(4, "big")).decode()

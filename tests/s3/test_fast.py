@@ -1,4 +1,4 @@
-"""The lean PUT/GET path (ferry.backends.s3_fast) against both real servers: it must store and
+"""The lean PUT/GET path (ferry.backends.s3.lean) against both real servers: it must store and
 read exactly what botocore would, under exactly the same keys, and hand every unhappy answer back
 to botocore so errors read as before."""
 
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_checksums import support
-from ferry.backends.s3_write import S3Writer
+from ferry.backends.s3.checksums import support
+from ferry.backends.s3.writer import S3Writer
 from ferry.core.address import Address
 from ferry.core.errors import AlreadyExists, AuthError, NotFound, UsageError
 from s3.conftest import make_backend

@@ -150,14 +150,14 @@ def _client_error(code: str, status: int, headers: dict[str, str] | None = None)
     ],
 )
 def test_error_mapping(code: str, status: int, cls: type, words: str) -> None:
-    from ferry.backends.s3_client import map_error
+    from ferry.backends.s3.client import map_error
 
     err = map_error(_client_error(code, status), "s3://b/k", bucket="b")
     assert isinstance(err, cls) and words in err.message
 
 
 def test_wrong_region_names_the_right_one() -> None:
-    from ferry.backends.s3_client import map_error
+    from ferry.backends.s3.client import map_error
 
     err = map_error(_client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-2"}), "x", bucket="b")
     assert isinstance(err, UsageError) and "eu-west-2" in err.message
@@ -166,7 +166,7 @@ def test_wrong_region_names_the_right_one() -> None:
 def test_expired_sso_session() -> None:
     from botocore.exceptions import UnauthorizedSSOTokenError
 
-    from ferry.backends.s3_client import map_error
+    from ferry.backends.s3.client import map_error
 
     err = map_error(UnauthorizedSSOTokenError(), "x")
     assert isinstance(err, AuthError) and "aws sso login" in err.message

@@ -1,4 +1,4 @@
-"""The lean path's own HTTP/1.1 connection (ferry.backends.s3_http) against both real servers: one
+"""The lean path's own HTTP/1.1 connection (ferry.backends.s3.http) against both real servers: one
 kept-alive connection per thread carries request after request, bodies of every size come back
 whole, error answers are read to their end (the connection stays usable), and a connection the
 server has closed is replaced without the caller noticing."""
@@ -10,8 +10,8 @@ import os
 import pytest
 
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_fast import FastError
-from ferry.backends.s3_http import LeanConnection
+from ferry.backends.s3.http import LeanConnection
+from ferry.backends.s3.lean import FastError
 from s3.conftest import make_backend
 from s3.servers import S3Server
 

@@ -1,4 +1,4 @@
-"""ListObjectsV2 on the lean path (ferry.backends.s3_fast): every page must say what botocore's
+"""ListObjectsV2 on the lean path (ferry.backends.s3.lean): every page must say what botocore's
 says for the same request (keys decoded the same way, sizes, ETags, times, folders, continuation),
 and a recursive download's listing must not need botocore's client at all."""
 

@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from ferry.backends import s3_write
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_write import PartBudget, S3Writer
+from ferry.backends.s3 import writer as s3_write
+from ferry.backends.s3.writer import PartBudget, S3Writer
 from s3.servers import S3Server
 
 PART = 5 << 20

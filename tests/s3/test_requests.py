@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_checksums import support
+from ferry.backends.s3.checksums import support
 from ferry.core.errors import AlreadyExists, NotFound
 from s3.servers import S3Server
 

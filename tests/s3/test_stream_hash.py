@@ -8,7 +8,7 @@ import hashlib
 import os
 
 from ferry.backends.s3 import S3Backend
-from ferry.backends.s3_write import S3Writer
+from ferry.backends.s3.writer import S3Writer
 from s3.servers import S3Server
 
 

@@ -152,7 +152,7 @@ def run_cleanup(args: argparse.Namespace) -> int:
 
 
 def run_restore(args: argparse.Namespace) -> int:
-    from ferry.backends.s3_client import Archived
+    from ferry.backends.s3 import Archived
     from ferry.core.errors import UsageError
 
     if args.days < 1:

@@ -1,4 +1,4 @@
-"""A minimal keep-alive HTTP/1.1 connection for the lean S3 path (:mod:`ferry.backends.s3_fast`).
+"""A minimal keep-alive HTTP/1.1 connection for the lean S3 path (:mod:`ferry.backends.s3.lean`).
 
 Why not ``http.client``: on small objects its response parsing was the largest single cost left
 per request (``parse_headers`` hands every header block to ``email.parser``: a tenth of the upload's

@@ -4,7 +4,7 @@ Why: botocore spends ~1-1.5 ms of CPU on every request (event hooks, serialisati
 and response models, urllib3), and on a 2-core machine every worker shares one GIL: with one
 request per small file that was most of a small-file transfer's CPU time. Here the same request is
 signed with SigV4 directly (a few HMACs) and sent on a keep-alive connection per thread
-(:mod:`ferry.backends.s3_http`, leaner than ``http.client``), about a fifth of the CPU.
+(:mod:`ferry.backends.s3.http`, leaner than ``http.client``), about a fifth of the CPU.
 
 Only the happy path is ours. Anything else goes back to botocore, which repeats the request with
 its retries, redirects and error parsing, so errors, throttling (503 SlowDown), expired or wrong
@@ -33,8 +33,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit
 
-from ferry.backends.s3_client import DIGEST_REFUSALS
-from ferry.backends.s3_http import LeanConnection
+from ferry.backends.s3.client import DIGEST_REFUSALS
+from ferry.backends.s3.http import LeanConnection
 
 if TYPE_CHECKING:  # ssl is imported when an https endpoint is first reached (~9 ms of start-up)
     import ssl
@@ -105,7 +105,7 @@ def fast_path_at(endpoint_url: str, region: str | None, session: Any, timeout: f
     """A :class:`FastS3` for a path-style endpoint, or None where the lean path does not apply.
     Also used before (or instead of) building botocore's client: loading its S3 model is ~0.1 s of
     CPU that a download made of lean GETs alone never needs. ``env`` (an
-    :class:`~ferry.backends.s3_client.EnvOnly`) stands in for the session where the environment
+    :class:`~ferry.backends.s3.client.EnvOnly`) stands in for the session where the environment
     alone decides the keys and CA bundle."""
     if _switched_off():
         return None
@@ -261,7 +261,7 @@ class FastS3:
 
     def probe(self, method: str, bucket: str, key: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, str]:
         """One request whose answer the caller judges itself (the checksum probe of
-        :mod:`ferry.backends.s3_checksums`): the status, and the error code of an answer that is no
+        :mod:`ferry.backends.s3.checksums`): the status, and the error code of an answer that is no
         success. Raises :class:`Fallback` only for connection trouble."""
         status, _, data = self._request(method, bucket, key, headers, body, hashlib.sha256(body).hexdigest())
         code = _error_code(data)[0] if status >= 300 and isinstance(data, bytes) else ""

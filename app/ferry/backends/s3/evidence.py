@@ -2,7 +2,7 @@
 
 The stream hash of a download only proves that what landed is what was *received*. Whether what
 was received is what the store holds needs evidence the store keeps, compared with the bytes
-as they were read (:meth:`ferry.backends.s3.S3Backend.evidence_for` builds the check, the copy
+as they were read (:meth:`ferry.backends.s3.backend.S3Backend.evidence_for` builds the check, the copy
 feeds it every byte from the first). What an S3 store may keep, and what it costs here:
 
 * an **additional checksum** (``x-amz-checksum-*``, asked for with ``ChecksumMode=ENABLED``):

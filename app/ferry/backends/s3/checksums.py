@@ -26,11 +26,11 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ferry.backends.s3_client import DIGEST_REFUSALS
-from ferry.backends.s3_fast import Fallback
+from ferry.backends.s3.client import DIGEST_REFUSALS
+from ferry.backends.s3.lean import Fallback
 
 if TYPE_CHECKING:
-    from ferry.backends.s3 import S3Backend
+    from ferry.backends.s3.backend import S3Backend
 
 MODES = ("auto", "on", "off")
 _CHECKSUM_REFUSALS = DIGEST_REFUSALS
@@ -88,7 +88,7 @@ def support(backend: S3Backend, near: str = "") -> Support:
 
 
 def _decide(backend: S3Backend, folder: str) -> Support:
-    from ferry.backends.s3_client import _is_aws
+    from ferry.backends.s3.client import _is_aws
 
     mode = mode_for(backend)
     if mode == "off":

@@ -6,9 +6,9 @@ in ``/`` (listed with ``/`` as the delimiter, a page at a time) and, for "new fo
 
 One backend serves one bucket (the engine's endpoint for ``s3://bucket``); all of its threads
 share one thread-safe boto3 client whose connection pool is sized to the concurrency, and one
-executor for multipart parts and ranged downloads. See :mod:`ferry.backends.s3_client` for how
-credentials and endpoints resolve, :mod:`ferry.backends.s3_write` for uploads and their
-verification and resume, :mod:`ferry.backends.s3_names` for keys that cannot be file names.
+executor for multipart parts and ranged downloads. See :mod:`ferry.backends.s3.client` for how
+credentials and endpoints resolve, :mod:`ferry.backends.s3.writer` for uploads and their
+verification and resume, :mod:`ferry.backends.s3.names` for keys that cannot be file names.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ferry.backends.base import Backend, Capabilities, Entry, EvidenceCheck, Kind, Reader, ResumeSlot, Writer
-from ferry.backends.s3_client import (
+from ferry.backends.s3.client import (
     MAX_SINGLE_COPY,
     MIN_PART,
     Archived,
@@ -44,11 +44,11 @@ from ferry.backends.s3_client import (
     read_timeout,
     settings_for,
 )
-from ferry.backends.s3_evidence import Facts, NoEvidence, candidates, no_evidence_note, uniform_layout
-from ferry.backends.s3_fast import Fallback, FastS3, fast_path_at, fast_path_for
-from ferry.backends.s3_names import encode_name
-from ferry.backends.s3_read import RangedReader
-from ferry.backends.s3_write import S3Writer, choose_part_size
+from ferry.backends.s3.evidence import Facts, NoEvidence, candidates, no_evidence_note, uniform_layout
+from ferry.backends.s3.lean import Fallback, FastS3, fast_path_at, fast_path_for
+from ferry.backends.s3.names import encode_name
+from ferry.backends.s3.reader import RangedReader
+from ferry.backends.s3.writer import S3Writer, choose_part_size
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
@@ -281,7 +281,7 @@ class S3Backend(Backend):
 
     @property
     def fast(self) -> FastS3 | None:
-        """The lean path for small PUTs and GETs (:mod:`ferry.backends.s3_fast`), or None.
+        """The lean path for small PUTs and GETs (:mod:`ferry.backends.s3.lean`), or None.
 
         Where the settings alone say it applies (a custom endpoint, path-style, a region) it is made
         without botocore's client: loading the S3 model is ~0.1 s of CPU, a tenth of a 256 MiB
@@ -905,7 +905,7 @@ class S3Backend(Backend):
     # -- what the store keeps about an object's bytes (base.SourceEvidence) --
     def evidence_for(self, entry: Entry) -> EvidenceCheck:
         """A check of ``entry``'s bytes (fed by the copy from byte 0) against the cheapest evidence
-        the store keeps (:mod:`ferry.backends.s3_evidence`). Small objects use what stat() saw;
+        the store keeps (:mod:`ferry.backends.s3.evidence`). Small objects use what stat() saw;
         larger ones cost one HEAD with ``ChecksumMode=ENABLED`` (and, for a multipart ETag or a
         composite checksum, one or two HEADs with ``PartNumber`` for the part layout)."""
         key = self._key(entry.path)

@@ -3,7 +3,7 @@
 Nothing appears under the final key before :meth:`S3Writer.commit` (PutObject or
 CompleteMultipartUpload happen there), so a failed or unverified copy never replaces an object.
 
-Verification, per endpoint (:mod:`ferry.backends.s3_checksums` finds out what a store really
+Verification, per endpoint (:mod:`ferry.backends.s3.checksums` finds out what a store really
 checks), whatever ``--verify`` says: every PutObject and UploadPart carries a checksum that a store
 which checks anything checks, so a body damaged on the way is refused before it is stored. Where
 the store checks S3 additional checksums (AWS; any store seen to refuse a wrong one), a single PUT
@@ -40,14 +40,14 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ferry.backends.base import ResumeSlot, Writer
-from ferry.backends.s3_checksums import Support, composite_sha256, same_composite, support
-from ferry.backends.s3_client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
+from ferry.backends.s3.checksums import Support, composite_sha256, same_composite, support
+from ferry.backends.s3.client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
 from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, UsageError
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
 if TYPE_CHECKING:
-    from ferry.backends.s3 import S3Backend
+    from ferry.backends.s3.backend import S3Backend
 
 _KMS = ("aws:kms", "aws:kms:dsse")
 

@@ -3,7 +3,7 @@
 Why this shape (measured on one 256 MiB object against ``rclone serve s3`` on loopback, 2 cores):
 
 * Each range lands in a buffer of a small pool that is reused range after range
-  (:meth:`ferry.backends.s3_fast.FastS3.get_range_into` reads the socket straight into it). A fresh
+  (:meth:`ferry.backends.s3.lean.FastS3.get_range_into` reads the socket straight into it). A fresh
   16 MiB ``bytes`` per range made the kernel fault in and zero every page once more.
 * The stream's hash can be computed here, on the fetching threads, in order (range ``k`` waits
   until range ``k-1`` is hashed; ``hashlib`` releases the GIL on buffers this size), instead of on
