@@ -32,18 +32,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"ferry.backends.s3.backend", "ferry.backends.s3.checksums", "ferry.backends.s3.writer"}): (
         "issue 19: ferry/backends/s3/ package (client, multipart, checksums) with no cycles"
     ),
-    frozenset(
-        {
-            "ferry.cli.cmd_cp",
-            "ferry.cli.cmd_globus",
-            "ferry.cli.cmd_queue",
-            "ferry.cli.cmd_watch",
-            "ferry.cli.main",
-        }
-    ): "issue 19: what the commands take from cli.main moves to a module they share",
-    frozenset({"ferry.selftest", "ferry.ui.main_window", "ferry.ui.theme"}): (
-        "issue 19: ui.theme stops importing selftest (the window's check gets its own module)"
-    ),
     frozenset({"ferry.backends.sftp.backend", "ferry.backends.sftp.small", "ferry.backends.sftp.batches"}): (
         "issue 19: ferry/backends/sftp/ package (connection, batches) with no cycles"
     ),

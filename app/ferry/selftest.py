@@ -62,18 +62,6 @@ class Result:
     trace: str = ""
 
 
-def resource_dir() -> Path:
-    """Ferry's ``resources/`` folder: inside a PyInstaller bundle, or at the top of a source checkout."""
-    bundle = getattr(sys, "_MEIPASS", None)
-    if bundle:
-        return Path(bundle) / "resources"
-    return Path(__file__).resolve().parent.parent.parent / "resources"
-
-
-def icon_path() -> Path:
-    return resource_dir() / "icons" / "ferry.svg"
-
-
 # ---- the checks, in the order they run; each returns its "ok" sentence ----
 
 
@@ -241,7 +229,9 @@ def check_window() -> str:
 def _window_probe() -> int:
     """The child side of :func:`check_window`: one line on stdout, exit 0 only if all went well."""
     try:
-        text = _open_main_window()
+        from ferry.ui.window_check import open_and_close
+
+        text = open_and_close()
     except Exception as exc:
         sys.stdout.write(f"window-probe-error: {type(exc).__name__}: {exc}\n")
         if os.environ.get("FERRY_SELFTEST_VERBOSE"):
@@ -249,46 +239,6 @@ def _window_probe() -> int:
         return 1
     sys.stdout.write(f"{_PROBE_OK}{text}\n")
     return 0
-
-
-def _open_main_window() -> str:
-    from PySide6 import __version__ as pyside_version
-    from PySide6.QtCore import QSettings
-    from PySide6.QtGui import QFontDatabase, QGuiApplication, QIcon
-    from PySide6.QtWidgets import QApplication
-
-    config = os.environ.get("XDG_CONFIG_HOME")
-    if config:  # the throwaway profile check_window made; Linux/Windows honour it, macOS cannot
-        for fmt in (QSettings.Format.NativeFormat, QSettings.Format.IniFormat):
-            QSettings.setPath(fmt, QSettings.Scope.UserScope, config)
-    app = QApplication.instance() or QApplication(["ferry"])
-    # With no font found, Qt draws every glyph as a box and warns nobody.
-    if not QFontDatabase.families():
-        raise RuntimeError("Qt found no fonts: every label would draw as boxes (is fontconfig configured?)")
-    icon = QIcon(str(icon_path()))
-    if icon.isNull() or icon.pixmap(32, 32).isNull():
-        raise RuntimeError(f"the application icon {icon_path()} cannot be drawn (Qt's SVG plug-in missing?)")
-    try:
-        from ferry.ui.theme import app_icon
-    except ImportError:  # an older or newer window module without it: the check above stands
-        pass
-    else:
-        if app_icon().isNull():
-            raise RuntimeError(f"the window has no icon: none found where the app looks, near {icon_path()}")
-    from ferry.ui.main_window import MainWindow
-
-    window = MainWindow()
-    try:
-        window.show()
-        app.processEvents()
-        if not window.isVisible():
-            raise RuntimeError("the main window did not become visible")
-        title = window.windowTitle()
-    finally:
-        window.close()  # closeEvent stops the window's queue runner and joins its workers
-        window.deleteLater()
-        app.processEvents()
-    return f"PySide6 {pyside_version} on '{QGuiApplication.platformName()}'; main window '{title}' opened and closed"
 
 
 CHECKS: tuple[tuple[str, Callable[[], str]], ...] = (

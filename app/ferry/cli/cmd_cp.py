@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
-from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ferry.core.outcomes import Level
 from ferry.core.units import format_size
 

@@ -318,7 +318,7 @@ def cmd_transfer(args: argparse.Namespace) -> int:
     from ferry.backends.globus.tasks import KEY_OPTIONS
     from ferry.backends.registry import BackendPool
     from ferry.cli import transfer_common as tc
-    from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+    from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
     from ferry.transfers.options import JobOptions
     from ferry.transfers.scheduler import RunConfig, Runner
     from ferry.transfers.store import Store, runner_id

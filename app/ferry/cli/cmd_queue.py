@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
-from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ferry.core.errors import UsageError
 from ferry.core.outcomes import OutcomeCounts, describe_counts
 from ferry.core.schedule import parse_start_at, parse_window

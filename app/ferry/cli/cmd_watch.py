@@ -10,7 +10,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ferry.cli import transfer_common as tc
-from ferry.cli.main import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ferry.core.errors import UsageError
 from ferry.core.progress import Accounting
 from ferry.core.units import format_rate, format_size, parse_duration, parse_size

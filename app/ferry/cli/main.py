@@ -1,7 +1,8 @@
 """Argument parsing and dispatch for ``ferry``.
 
-Exit codes: 0 success (for transfers: every file verified), 1 some files failed or the job stopped
-unfinished, 2 bad input (nothing was changed), 130 interrupted by Ctrl+C.
+Exit codes (:mod:`ferry.cli.exit_codes`, which the commands import): 0 success (for transfers:
+every file verified), 1 some files failed or the job stopped unfinished, 2 bad input (nothing was
+changed), 130 interrupted by Ctrl+C.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import sys
 from collections.abc import Callable
 
 from ferry import __version__
+from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from ferry.core.errors import FerryError, Unsupported, UsageError
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 Handler = Callable[[argparse.Namespace], int]
 

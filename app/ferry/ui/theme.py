@@ -8,13 +8,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPalette
 from PySide6.QtWidgets import QApplication
 
+from ferry.ui.resources import resource_dir
+
 MODES = ("system", "light", "dark")
 
 
 def _repo_resources() -> Path:
-    from ferry.selftest import resource_dir  # one place knows where resources/ is (bundle or checkout)
-
-    return resource_dir()
+    return resource_dir()  # one place knows where resources/ is (bundle or checkout)
 
 
 def app_icon() -> QIcon:
