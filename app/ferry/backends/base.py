@@ -428,6 +428,12 @@ class Backend(ABC):
     def set_mtime(self, path: str, mtime: datetime) -> None:
         raise Unsupported(f"{self.scheme} cannot set modification times")
 
+    def confined(self, roots: Sequence[str]) -> Backend:
+        """This backend as one job writes through it, ``roots`` being the job's destination
+        folders. Where a path can lead through links (local disks), a view that never writes,
+        creates, renames or deletes through a link below a root; elsewhere the backend itself."""
+        return self
+
     def exists(self, path: str) -> bool:
         from ferry.core.errors import NotFound
 

@@ -5,6 +5,14 @@ Writes go to a hidden partial file in the destination folder and are renamed int
 meanwhile is never overwritten unless the policy says so. Read-back verification re-reads the
 partial file through its own descriptor while later chunks are still being written, so checking
 the destination overlaps the copy instead of doubling its time.
+
+A job writes through :meth:`LocalBackend.confined`, a view that never follows a symbolic link
+below the job's destination roots: each folder below a root is opened from its parent's
+descriptor with ``O_NOFOLLOW | O_DIRECTORY`` and every write, creation, rename and removal is
+made relative to the descriptor of its folder, so a link found in the destination (left by an
+earlier copy, or planted) is reported as :class:`~ferry.core.errors.LinkInTheWay` instead of
+being written through. Links at or above a root (``/scratch -> /lustre/scratch``, a destination
+the user named that is a link) are the user's choice and are followed.
 """
 
 from __future__ import annotations
@@ -17,18 +25,39 @@ import shutil
 import stat as stat_mod
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 
 from ferry.backends.base import Backend, Capabilities, Entry, Kind, Reader, Writer, temp_name
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import AlreadyExists, FerryError, from_oserror
+from ferry.core.errors import AlreadyExists, FerryError, LinkInTheWay, UnsafeName, from_oserror
 from ferry.core.hashing import HASH_ALGORITHMS, Hasher, new_hasher
 
 _READBACK_THREAD_MIN = 8 << 20  # below this, read back in the caller: a thread costs more than it saves
 _CHUNK = 4 << 20
 _CHECK_BUFFER = 1 << 20  # a write is read back in pieces of this size (the copy's chunk, copy.CHUNK)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_DIR_FLAGS = os.O_RDONLY | _DIRECTORY | _NOFOLLOW  # a folder below a root: never through a link
+_AT_FDCWD = -100
+# Paths resolved from folder descriptors (POSIX): where this is missing, confined() is the backend
+# itself, as before.
+_CONFINABLE = (
+    bool(_NOFOLLOW and _DIRECTORY)
+    and {
+        os.open,
+        os.stat,
+        os.mkdir,
+        os.unlink,
+        os.rmdir,
+        os.rename,
+        os.symlink,
+        os.utime,
+        os.readlink,
+    }
+    <= os.supports_dir_fd
+)
 
 
 def _map_error(exc: OSError, path: str) -> FerryError:
@@ -45,7 +74,12 @@ def _ns(mtime: datetime) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
 
 
-def _entry(path: str, name: str, st: os.stat_result) -> Entry:
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
+
+
+def _entry(path: str, name: str, st: os.stat_result, ref: str | None = None, dir_fd: int | None = None) -> Entry:
     mode = st.st_mode
     if stat_mod.S_ISREG(mode):
         kind, size = Kind.FILE, st.st_size
@@ -59,7 +93,7 @@ def _entry(path: str, name: str, st: os.stat_result) -> Entry:
     meta: dict[str, str] = {}
     if kind is Kind.LINK:
         try:
-            target = os.readlink(path)
+            target = os.readlink(path if ref is None else ref, dir_fd=dir_fd)
         except OSError:
             target = None
     elif kind is Kind.SPECIAL:
@@ -88,7 +122,7 @@ def _special_kind(mode: int) -> str:
     return "special file"
 
 
-def _load_renameat2() -> Callable[[str, str], int] | None:
+def _load_renameat2() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     # The C library is found through the running program's own symbols (dlopen(NULL)), not
@@ -105,10 +139,10 @@ def _load_renameat2() -> Callable[[str, str], int] | None:
         return None
     fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     fn.restype = ctypes.c_int
-    at_fdcwd, rename_noreplace = -100, 1
+    rename_noreplace = 1
 
-    def rename_noreplace_fn(src: str, dst: str) -> int:
-        if fn(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace) == 0:
+    def rename_noreplace_fn(src: str, dst: str, src_dir: int = _AT_FDCWD, dst_dir: int = _AT_FDCWD) -> int:
+        if fn(src_dir, os.fsencode(src), dst_dir, os.fsencode(dst), rename_noreplace) == 0:
             return 0
         return ctypes.get_errno()
 
@@ -118,24 +152,40 @@ def _load_renameat2() -> Callable[[str, str], int] | None:
 _renameat2 = _load_renameat2()
 
 
-def rename_no_replace(src: str, dst: str) -> None:
-    """Rename, failing with EEXIST instead of replacing an existing ``dst``."""
+def rename_no_replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+    """Rename, failing with EEXIST instead of replacing an existing ``dst``. With folder
+    descriptors, ``src`` and ``dst`` are names within those folders (``renameat2``)."""
     if _renameat2 is not None:
-        err = _renameat2(src, dst)
+        if src_dir_fd is None and dst_dir_fd is None:
+            err = _renameat2(src, dst)
+        else:
+            err = _renameat2(src, dst, _fd_or_cwd(src_dir_fd), _fd_or_cwd(dst_dir_fd))
         if err == 0:
             return
         if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
             raise OSError(err, os.strerror(err), dst)
     try:
-        os.link(src, dst)
+        os.link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
     except OSError as exc:
         if exc.errno in (errno.EPERM, errno.ENOTSUP, errno.EMLINK, errno.EXDEV):
-            if os.path.lexists(dst):
+            if _lexists(dst, dst_dir_fd):
                 raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst) from None
-            os.rename(src, dst)
+            os.rename(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
             return
         raise
-    os.unlink(src)
+    os.unlink(src, dir_fd=src_dir_fd)
+
+
+def _fd_or_cwd(fd: int | None) -> int:
+    return _AT_FDCWD if fd is None else fd
+
+
+def _lexists(path: str, dir_fd: int | None) -> bool:
+    try:
+        os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 _scratch = threading.local()  # per worker thread: one buffer that write checks read back into
@@ -251,22 +301,38 @@ class _ReadBack:
 
 
 class LocalWriter(Writer):
-    def __init__(self, final_path: str, token: str, size: int | None, resume: bool, readback: str | None):
+    """Writes ``final_path`` through a partial file beside it. With ``dir_fd`` (a descriptor of the
+    folder, opened without following links below the job's root, owned by the writer from now on)
+    every call names the partial and the final file within that folder, so no link on the way is
+    followed between open and commit."""
+
+    def __init__(
+        self,
+        final_path: str,
+        token: str,
+        size: int | None,
+        resume: bool,
+        readback: str | None,
+        dir_fd: int | None = None,
+    ):
         folder, name = os.path.split(final_path)
         self.final_path = final_path
         self.temp_path = os.path.join(folder, temp_name(name, token))
         self.offset = 0
         self._closed = False
+        self._ended = False  # committed or aborted: the partial's name means nothing any more
+        self._dir = dir_fd
+        # What the calls name: within the folder's descriptor, or the full paths without one.
+        self._final, self._temp = (name, temp_name(name, token)) if dir_fd is not None else (final_path, self.temp_path)
         try:
-            if resume:
-                try:
-                    self.fd = os.open(self.temp_path, os.O_RDWR)
-                    self.offset = os.lseek(self.fd, 0, os.SEEK_END)
-                except FileNotFoundError:
-                    resume = False
-            if not resume:
-                self.fd = os.open(self.temp_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o666)
+            fd = self._reopen() if resume else None
+            if fd is None:
+                fd = self._create()
+            else:
+                self.offset = os.lseek(fd, 0, os.SEEK_END)
+            self.fd = fd
         except OSError as exc:
+            self._close_dir()
             raise _map_error(exc, final_path) from exc
         self.written = self.offset
         self._check: _WriteCheck | None = None
@@ -275,6 +341,38 @@ class LocalWriter(Writer):
             threaded = size is None or size >= _READBACK_THREAD_MIN
             self._readback = _ReadBack(self.fd, readback, threaded)
             self._readback.advance(self.offset)
+
+    def _reopen(self) -> int | None:
+        """The partial file an earlier attempt left, or None. Only a regular file with no other
+        name is one: a link, or a hard link planted under the partial's name, is never continued."""
+        try:
+            fd = os.open(self._temp, os.O_RDWR | _NOFOLLOW, dir_fd=self._dir)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return None
+            raise
+        st = os.fstat(fd)
+        if stat_mod.S_ISREG(st.st_mode) and st.st_nlink == 1:
+            return fd
+        os.close(fd)
+        return None
+
+    def _create(self) -> int:
+        """A new, empty partial file made by this call (``O_EXCL``): whatever stood under its
+        name (an older partial, a link, a hard link) is removed first, never written through."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+        try:
+            return os.open(self._temp, flags, 0o666, dir_fd=self._dir)
+        except FileExistsError:
+            pass
+        os.unlink(self._temp, dir_fd=self._dir)
+        return os.open(self._temp, flags, 0o666, dir_fd=self._dir)
+
+    def _close_dir(self) -> None:
+        fd, self._dir = self._dir, None
+        _close(fd)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         whole = view = memoryview(data)
@@ -335,27 +433,37 @@ class LocalWriter(Writer):
             os.close(self.fd)
 
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        # A rename replaces (under overwrite) whatever stands under the final name, a link
+        # included, as a name: never what a link points to.
+        d = self._dir
         try:
             if mtime is not None:
                 ns = _ns(mtime)
                 os.utime(self.fd, ns=(ns, ns))
             self._close()
             if overwrite:
-                os.replace(self.temp_path, self.final_path)
+                os.replace(self._temp, self._final, src_dir_fd=d, dst_dir_fd=d)
             else:
-                rename_no_replace(self.temp_path, self.final_path)
+                rename_no_replace(self._temp, self._final, src_dir_fd=d, dst_dir_fd=d)
         except FileExistsError as exc:
             raise AlreadyExists(f"Already exists: {self.final_path}") from exc
         except OSError as exc:
             raise _map_error(exc, self.final_path) from exc
+        self._ended = True
+        self._close_dir()  # kept after a failed commit: abort() may still remove the partial
 
     def abort(self, *, keep_partial: bool = False) -> None:
         self._close()
-        if not keep_partial:
-            try:
-                os.unlink(self.temp_path)
-            except FileNotFoundError:
-                pass
+        if self._ended:
+            return
+        self._ended = True
+        try:
+            if not keep_partial:
+                os.unlink(self._temp, dir_fd=self._dir)
+        except FileNotFoundError:
+            pass
+        finally:
+            self._close_dir()
 
 
 class _Limited:
@@ -433,31 +541,65 @@ class LocalBackend(Backend):
                     raise _map_error(exc, de.path) from exc
                 yield _entry(de.path, de.name, st)
 
-    def stat(self, path: str) -> Entry:
+    # -- where a path is opened: ConfinedLocal resolves folders below a job's roots by descriptor --
+
+    def _parent(self, path: str, create: bool = False) -> tuple[int | None, str]:
+        """(a descriptor of the folder holding ``path``, the name within it), or (None, ``path``)
+        for a path used as it is. The caller closes a descriptor it is given."""
+        return None, path
+
+    def _at(self, path: str, create: bool = False) -> tuple[int | None, str]:
         try:
-            st = os.lstat(path)
+            return self._parent(path, create)
         except OSError as exc:
             raise _map_error(exc, path) from exc
-        return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
+
+    def stat(self, path: str) -> Entry:
+        fd, ref = self._at(path)
+        try:
+            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
+            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st, ref, fd)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
 
     def stat_or_none(self, path: str) -> Entry | None:
         """``stat``, but None when nothing is there. The copier asks this of every destination
-        before writing it; building, raising and catching NotFound cost more than the lstat."""
+        before writing it; building, raising and catching NotFound cost more than the lstat.
+
+        In a job's confined view a path whose folder is a link (below the root) is not there
+        either: nothing is reached through it, and the write that follows meets the link and
+        raises :class:`LinkInTheWay` for the copy to apply its policy to."""
         try:
-            st = os.lstat(path)
+            fd, ref = self._parent(path)
+        except (FileNotFoundError, LinkInTheWay):
+            return None
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        try:
+            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
+            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st, ref, fd)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise _map_error(exc, path) from exc
-        return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
+        finally:
+            _close(fd)
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
+        fd, ref = self._at(path)
         try:
-            f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
+            if fd is None:
+                f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
+            else:
+                f = open(os.open(ref, os.O_RDONLY | _NOFOLLOW, dir_fd=fd), "rb", buffering=0)  # noqa: SIM115
             if offset:
                 f.seek(offset)
         except OSError as exc:
             raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
         if length is not None:
             return _Limited(f, length)
         return f
@@ -465,7 +607,8 @@ class LocalBackend(Backend):
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
     ) -> LocalWriter:
-        return LocalWriter(path, token, size, resume, readback)
+        fd, _ = self._at(path)
+        return LocalWriter(path, token, size, resume, readback, fd)
 
     def server_copy(
         self,
@@ -507,43 +650,62 @@ class LocalBackend(Backend):
             raise _map_error(exc, path) from exc
 
     def remove(self, path: str, *, recursive: bool = False) -> None:
+        """Remove what stands at ``path``: a link is removed itself, never what it points to."""
+        fd, ref = self._at(path)
         try:
-            st = os.lstat(path)
+            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
             if stat_mod.S_ISDIR(st.st_mode):
                 if recursive:
-                    shutil.rmtree(path)
+                    shutil.rmtree(ref, dir_fd=fd)  # by descriptors: links inside are not followed
                 else:
-                    os.rmdir(path)
+                    os.rmdir(ref, dir_fd=fd)
             else:
-                os.unlink(path)
+                os.unlink(ref, dir_fd=fd)
         except OSError as exc:
             raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
 
     def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        sfd, sref = self._at(src)
+        try:
+            dfd, dref = self._at(dst)
+        except BaseException:
+            _close(sfd)
+            raise
         try:
             if overwrite:
-                os.replace(src, dst)
+                os.replace(sref, dref, src_dir_fd=sfd, dst_dir_fd=dfd)
             else:
-                rename_no_replace(src, dst)
+                rename_no_replace(sref, dref, src_dir_fd=sfd, dst_dir_fd=dfd)
         except FileExistsError as exc:
             raise AlreadyExists(f"Already exists: {dst}") from exc
         except OSError as exc:
             raise _map_error(exc, src) from exc
+        finally:
+            _close(sfd)
+            _close(dfd)
 
     def symlink(self, target: str, path: str) -> None:
+        fd, ref = self._at(path)
         try:
-            os.symlink(target, path)
+            os.symlink(target, ref, dir_fd=fd)
         except FileExistsError as exc:
             raise AlreadyExists(f"Already exists: {path}") from exc
         except OSError as exc:
             raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
 
     def set_mtime(self, path: str, mtime: datetime) -> None:
         ns = _ns(mtime)
+        fd, ref = self._at(path)
         try:
-            os.utime(path, ns=(ns, ns), follow_symlinks=False)
+            os.utime(ref, ns=(ns, ns), dir_fd=fd, follow_symlinks=False)
         except OSError as exc:
             raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
 
     def free_space(self, path: str) -> int | None:
         try:
@@ -551,3 +713,122 @@ class LocalBackend(Backend):
         except (OSError, AttributeError):
             return None
         return st.f_bavail * st.f_frsize
+
+    def confined(self, roots: Sequence[str]) -> LocalBackend:
+        """The view one job writes through: no link followed below any of ``roots``."""
+        return ConfinedLocal(self.address, roots) if _CONFINABLE else self
+
+
+class ConfinedLocal(LocalBackend):
+    """One job's view of this computer's disks: below each of the job's destination roots, every
+    folder is opened from its parent's descriptor with ``O_NOFOLLOW | O_DIRECTORY``, and every
+    write, creation, rename and removal names its file within its folder's descriptor. A link
+    where a folder must be raises :class:`LinkInTheWay` (with the link's path); the folders
+    found on the way stay the ones opened, so a link swapped in meanwhile is not followed either.
+
+    Paths at or above a root, and paths below none, are used as they are (links followed): they
+    are the user's own choice of destination."""
+
+    def __init__(self, address: Address, roots: Sequence[str]) -> None:
+        super().__init__(address)
+        norm = {os.path.normpath(os.path.abspath(r)) for r in roots}
+        # Longest first: a path is below the innermost root that holds it.
+        self.roots = tuple(sorted(norm, key=len, reverse=True))
+        self._prefixes = tuple((r, r if r.endswith(os.sep) else r + os.sep) for r in self.roots)
+
+    def _below(self, path: str) -> tuple[str, list[str]] | None:
+        """(the root, the names from it down to ``path``), or None for a path below no root."""
+        for root, prefix in self._prefixes:
+            if path.startswith(prefix):
+                names = [n for n in path[len(prefix) :].split(os.sep) if n not in ("", ".")]
+                if ".." in names:
+                    raise UnsafeName(f"Refused a path that would leave the destination: {path}")
+                return (root, names) if names else None
+        return None
+
+    def _parent(self, path: str, create: bool = False) -> tuple[int | None, str]:
+        found = self._below(path)
+        if found is None:
+            return None, path
+        root, names = found
+        return self._descend(root, names[:-1], create), names[-1]
+
+    def _descend(self, root: str, names: list[str], create: bool) -> int:
+        """A descriptor of ``root/names...``, each folder below the root opened without following
+        a link (and made, with ``create``)."""
+        fd = _open_root(root, create)
+        try:
+            for i, name in enumerate(names):
+                sub = _open_below(fd, name, create, root, names, i + 1)
+                os.close(fd)
+                fd = sub
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        found = self._below(path)
+        if found is None:
+            return super().mkdir(path, parents=parents, exist_ok=exist_ok)
+        root, names = found
+        try:
+            if parents and exist_ok:
+                os.close(self._descend(root, names, True))
+                return None
+            fd = self._descend(root, names[:-1], parents)
+            try:
+                os.mkdir(names[-1], 0o777, dir_fd=fd)
+            finally:
+                os.close(fd)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise AlreadyExists(f"Already exists: {path}") from exc
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        return None
+
+
+def _open_root(root: str, create: bool) -> int:
+    """A job's destination root, the user's own path: links at and above it are followed."""
+    try:
+        return os.open(root, os.O_RDONLY | _DIRECTORY)
+    except FileNotFoundError:
+        if not create:
+            raise
+    os.makedirs(root, exist_ok=True)
+    return os.open(root, os.O_RDONLY | _DIRECTORY)
+
+
+def _open_below(fd: int, name: str, create: bool, root: str, names: list[str], depth: int) -> int:
+    """The folder ``name`` (``names[depth - 1]`` below ``root``) in folder ``fd``, never through
+    a link (made first with ``create``)."""
+    for attempt in (0, 1):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create or attempt:
+                raise
+        except OSError as exc:
+            if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                _refuse_link(fd, name, root, names[:depth])
+            raise
+        try:
+            os.mkdir(name, 0o777, dir_fd=fd)
+        except FileExistsError:
+            pass  # made meanwhile (by another file of the job): opened below, without following
+    raise AssertionError("unreachable")
+
+
+def _refuse_link(fd: int, name: str, root: str, names: list[str]) -> None:
+    """Raise LinkInTheWay if ``name`` in folder ``fd`` is a symbolic link."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except OSError:
+        return
+    if stat_mod.S_ISLNK(st.st_mode):
+        link = os.path.join(root, *names)
+        raise LinkInTheWay(
+            f"{link} is a symbolic link where a folder must be: Ferry does not write through links "
+            "inside the destination",
+            link,
+        )

@@ -115,6 +115,20 @@ class UnsafeName(FerryError, ValueError):
     kind = "unsafe-name"
 
 
+class LinkInTheWay(FerryError):
+    """A symbolic link inside a job's destination stands where a folder must go (or is the folder
+    itself). Ferry never writes, creates, renames or deletes through such a link: ``link`` is the
+    link's own path, so the copy can apply the conflict policy to it (keep it, or replace the link
+    itself, never what it points to)."""
+
+    kind = "link-in-the-way"
+    action = Action.CHOOSE_POLICY
+
+    def __init__(self, message: str, link: str, detail: str = "") -> None:
+        super().__init__(message, detail)
+        self.link = link
+
+
 _ERRNO_MAP: dict[int, type[FerryError]] = {
     errno.ENOENT: NotFound,
     errno.EACCES: PermissionDenied,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +36,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
     AlreadyExists,
     ChecksumMismatch,
+    LinkInTheWay,
     NotFound,
     Transient,
     Unsupported,
@@ -140,6 +141,16 @@ class _Tee:
         return self._hasher.hexdigest()
 
 
+class _LinkDecisions:
+    """What this run decided for each symbolic link found inside the destination where a folder
+    must go (True: the link itself was replaced), so the folder's own task and the tasks of
+    everything in it decide once and alike: one question, one replacement."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.replaced: dict[str, bool] = {}
+
+
 @dataclass
 class CopyContext:
     src: Backend
@@ -149,6 +160,7 @@ class CopyContext:
     limiters: Limiters
     ask: AskFn | None = None
     store: Store | None = None  # for writers that keep resume state in the queue (S3 UploadId)
+    links: _LinkDecisions = field(default_factory=_LinkDecisions)
 
 
 class _TaskSlot:
@@ -165,6 +177,24 @@ class _TaskSlot:
 
 
 def run_task(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
+    """One task. A symbolic link inside the destination where one of its folders must be (the
+    destination raises LinkInTheWay rather than follow it) is a conflict for the policy: kept (the
+    task is skipped, saying so) or replaced itself, never written through."""
+    try:
+        return _run_task(task, ctx, cancel)
+    except LinkInTheWay as exc:
+        if not _replaced(task, ctx, exc.link):
+            return _left_out(task, ctx, SkipReason.POLICY, _kept_note(task, ctx, exc.link))
+    try:
+        return _run_task(task, ctx, cancel)
+    except LinkInTheWay as exc:
+        again = (
+            f"{ctx.dst.display(exc.link)} was a symbolic link again after it was replaced: nothing written through it"
+        )
+        return _left_out(task, ctx, SkipReason.UNSAFE_NAME, again)
+
+
+def _run_task(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
     if task.kind == "dir":
         return _make_dir(task, ctx)
     if task.kind == "link":
@@ -186,11 +216,60 @@ def _stat_or_none(backend: Backend, path: str) -> Entry | None:
 
 def _make_dir(task: Task, ctx: CopyContext) -> Outcome:
     existing = _stat_or_none(ctx.dst, task.dst)
+    if existing is not None and existing.kind is Kind.LINK:
+        raise LinkInTheWay(f"A symbolic link is in the way of folder {ctx.dst.display(task.dst)}", task.dst)
     if existing is not None and not existing.is_dir:
         raise AlreadyExists(f"A file is in the way of folder {ctx.dst.display(task.dst)}")
     if existing is None:
         ctx.dst.mkdir(task.dst, parents=True, exist_ok=True)
     return Outcome("done", FOLDER)
+
+
+def _replaced(task: Task, ctx: CopyContext, link: str) -> bool:
+    """Apply the conflict policy to a link standing where a folder of ``task`` must be: True if
+    the link itself is gone (replaced, or found gone), False if it is kept. Decided once per link
+    and run; an unanswered ``ask`` raises (ConflictUnanswered), as for a file."""
+    with ctx.links.lock:
+        replaced = ctx.links.replaced.get(link)
+        if replaced is None:
+            replaced = ctx.links.replaced[link] = _replace_link(task, ctx, link)
+    return replaced
+
+
+def _replace_link(task: Task, ctx: CopyContext, link: str) -> bool:
+    existing = _stat_or_none(ctx.dst, link)
+    if existing is None or existing.kind is not Kind.LINK:
+        return True  # gone or replaced meanwhile: the task tries again
+    src = _source_folder(task, ctx, link)
+    if src is None:
+        return False
+    decision = _decide(task, ctx, ctx.src.stat(src), existing)
+    if decision != "overwrite":
+        return False  # skip, newer (the link is newer), rename (not for folders): kept
+    ctx.dst.remove(link)  # the link itself: a removal never follows it
+    return True
+
+
+def _source_folder(task: Task, ctx: CopyContext, link: str) -> str | None:
+    """The source folder that lands where ``link`` (``task.dst`` or a folder above it) stands."""
+    src, dst = task.src, task.dst
+    while dst != link:
+        parent = ctx.dst.split(dst)[0]
+        if parent == dst:
+            return None
+        src, dst = ctx.src.split(src)[0], parent
+    return src
+
+
+def _kept_note(task: Task, ctx: CopyContext, link: str) -> str:
+    where = "in place of this folder" if link == task.dst else f"where folder {ctx.dst.display(link)} must be"
+    return f"kept: a symbolic link stands {where} (nothing is written through it)"
+
+
+def _left_out(task: Task, ctx: CopyContext, reason: SkipReason, note: str) -> Outcome:
+    if task.kind == "file":
+        ctx.accounting.file_finished("skipped", task.size or 0)
+    return Outcome.skipped(reason, note)
 
 
 def _unique_name(backend: Backend, path: str) -> str:
@@ -211,6 +290,16 @@ def _mtime_close(a: datetime | None, b: datetime | None, tolerance: float) -> bo
     return abs((a - b).total_seconds()) <= tolerance
 
 
+def _same(source: Entry, existing: Entry, tolerance: float) -> bool:
+    """The same file by size and modification time. A link or a folder is never the same as a
+    file (a link's size is its target's length)."""
+    return (
+        existing.kind is source.kind
+        and source.size == existing.size
+        and _mtime_close(source.mtime, existing.mtime, tolerance)
+    )
+
+
 def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str:
     """Apply the conflict policy: returns skip, overwrite, rename or resume."""
     policy = ctx.options.on_conflict
@@ -225,8 +314,7 @@ def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str
         )
         return "overwrite" if newer else "skip"
     if policy == "different":
-        same = source.size == existing.size and _mtime_close(source.mtime, existing.mtime, tolerance)
-        return "skip" if same else "overwrite"
+        return "skip" if _same(source, existing, tolerance) else "overwrite"
     if policy == "resume":
         if (
             existing.kind is Kind.FILE
@@ -236,8 +324,7 @@ def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str
             and ctx.dst.capabilities.resume_write
         ):
             return "resume"
-        same = source.size == existing.size and _mtime_close(source.mtime, existing.mtime, tolerance)
-        return "skip" if same else "overwrite"
+        return "skip" if _same(source, existing, tolerance) else "overwrite"
     if policy in ("skip", "overwrite", "rename"):
         return policy
     raise AlreadyExists(f"Unknown conflict decision {policy!r}")
@@ -338,7 +425,7 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
         if existing.is_dir:
             raise AlreadyExists(f"A folder is in the way of {ctx.dst.display(dst)}")
         tolerance = max(ctx.src.capabilities.mtime_precision, ctx.dst.capabilities.mtime_precision)
-        same = existing.size == source.size and _mtime_close(existing.mtime, source.mtime, tolerance)
+        same = _same(source, existing, tolerance)
         if task.interrupted and same:
             return _verify_existing(task, ctx, source, existing, cancel)
         if same and ctx.options.on_conflict not in ("overwrite", "rename"):
@@ -347,7 +434,8 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
             return _skip(ctx, source, SkipReason.IDENTICAL, "already there, identical")
         decision = _decide(task, ctx, source, existing)
         if decision == "skip":
-            return _skip(ctx, source, SkipReason.POLICY, "skipped: destination exists")
+            why = "a symbolic link is in its place" if existing.kind is Kind.LINK else "destination exists"
+            return _skip(ctx, source, SkipReason.POLICY, f"skipped: {why}")
         if decision == "rename":
             dst = _unique_name(ctx.dst, dst)
         elif decision == "overwrite":

@@ -8,12 +8,20 @@ held in memory at once.
 
 Symbolic links are copied as links and never followed, so nothing outside the tree is read and a
 link loop cannot trap the walk; a folder reached twice (bind mounts) is skipped the second time.
+
+Every name is checked before it becomes a task: a name that would leave the destination folder
+(``..``, a separator, NUL) is skipped as ``unsafe-name``; one the destination cannot hold (longer
+than its NAME_MAX, or the same as another name of the folder but for case on a destination that
+does not tell case apart) as ``unrepresentable``; each with a note, none renamed.
+:func:`destination_roots` names the folders a job's sources land in, below which the copy never
+follows a link.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -48,6 +56,90 @@ def unsafe_reason(name: str) -> str | None:
     if "/" in name or "\x00" in name or (os.sep != "/" and os.sep in name):
         return f"unsafe name {name!r} contains a path separator or NUL"
     return None
+
+
+def destination_roots(backend: Backend, roots: Iterable[tuple[str, str, str]], dest: str) -> list[str]:
+    """The folders a job's sources land in (each target's folder), or ``dest`` for a job fed file
+    by file (a watch, a Shipper), whose tasks all land below it. The copy never writes through a
+    link below these; links at or above them are the user's choice and are followed."""
+    found = [backend.split(target)[0] for _src, target, _rel in roots]
+    return sorted(set(found)) if found else [dest]
+
+
+def name_limit(backend: Backend, path: str) -> int | None:
+    """The longest name, in bytes, the destination holds at ``path`` (None: no limit known)."""
+    if backend.scheme != "local":
+        return None
+    while path:
+        try:
+            return int(os.pathconf(path, "PC_NAME_MAX"))
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            if parent == path:
+                return None
+            path = parent
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def folds_case(backend: Backend, path: str) -> bool:
+    """Whether names at ``path`` that differ only in case are one name: the backend says so, or
+    (a local disk) a name at or above ``path`` is found again with its case swapped."""
+    if backend.capabilities.case_insensitive:
+        return True
+    if backend.scheme != "local":
+        return False
+    while True:
+        parent, name = os.path.split(path)
+        if name != name.swapcase():
+            try:
+                here = os.lstat(path)
+            except OSError:
+                here = None
+            if here is not None:
+                try:
+                    return os.path.samestat(here, os.lstat(os.path.join(parent, name.swapcase())))
+                except OSError:
+                    return False
+        if not name or parent == path:
+            return False
+        path = parent
+
+
+def _fold(name: str) -> str:
+    return unicodedata.normalize("NFC", name.casefold())
+
+
+class _Names:
+    """What the destination can hold: checks each name of one source folder against the limits
+    of the folder it lands in."""
+
+    def __init__(self, dst: Backend, root_path: str) -> None:
+        self.limit = name_limit(dst, root_path)
+        self.folds = folds_case(dst, root_path)
+
+    def refusal(self, name: str, taken: dict[str, str]) -> tuple[SkipReason, str] | None:
+        """Why ``name`` cannot land in a folder that already takes ``taken`` (folded: original),
+        or None (then it is taken)."""
+        reason = unsafe_reason(name)
+        if reason:
+            return SkipReason.UNSAFE_NAME, reason
+        if self.limit is not None:
+            size = len(os.fsencode(name))
+            if size > self.limit:
+                return SkipReason.UNREPRESENTABLE, (
+                    f"name is {size} bytes long and the destination holds names of at most {self.limit} bytes"
+                )
+        if self.folds:
+            key = _fold(name)
+            first = taken.setdefault(key, name)
+            if first != name:
+                return SkipReason.UNREPRESENTABLE, (
+                    f"differs from {first!r} only in case, and the destination does not tell case apart: "
+                    f"only {first!r} is copied"
+                )
+        return None
 
 
 @dataclass(frozen=True)
@@ -114,9 +206,9 @@ def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, r
             )
         name = entry.name or src.name
         if into:
-            reason = unsafe_reason(name)
-            if reason:
-                raise UsageError(f"Cannot copy {src}: {reason}")
+            refused = _Names(dst_backend, dest.path).refusal(name, {})
+            if refused:
+                raise UsageError(f"Cannot copy {src}: {refused[1]}")
             target = dst_backend.join(dest.path, name)
             rel = name
         else:
@@ -136,11 +228,9 @@ def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, r
 def _check_destination(dst_backend: Backend, dest: Address, n_sources: int) -> tuple[Entry | None, bool]:
     """Stat the destination; return (its entry or None, whether sources go *into* it)."""
     try:
-        dst_entry: Entry | None = dst_backend.stat(dest.path)
+        dst_entry: Entry | None = _followed(dst_backend, dst_backend.stat(dest.path), dest.is_local)
     except NotFound:
         dst_entry = None
-    if dst_entry is not None and dst_entry.kind is Kind.LINK and dest.is_local and os.path.isdir(dest.path):
-        dst_entry = dst_backend.stat(os.path.realpath(dest.path))  # a link to a folder is that folder
     into = (dst_entry is not None and dst_entry.is_dir) or (
         dst_entry is None and (n_sources > 1 or dest.trailing_slash)
     )
@@ -148,11 +238,20 @@ def _check_destination(dst_backend: Backend, dest: Address, n_sources: int) -> t
         raise UsageError(f"Target {dest} is not a folder (several sources need a folder)")
     if dst_entry is None or dst_entry.is_dir:
         anchor = _nearest_existing(dst_backend, dest.path)
-        if anchor is not None and not anchor.is_dir:
-            raise UsageError(f"Cannot create {dest}: {dst_backend.display(anchor.path)} is not a folder")
         if anchor is not None:
+            anchor = _followed(dst_backend, anchor, dest.is_local)
+            if not anchor.is_dir:
+                raise UsageError(f"Cannot create {dest}: {dst_backend.display(anchor.path)} is not a folder")
             check_writable(dst_backend, anchor.path)
     return dst_entry, into
+
+
+def _followed(backend: Backend, entry: Entry, local: bool) -> Entry:
+    """A local link to a folder, at or above where the sources land, is that folder: the user's
+    own path (``/scratch -> /lustre/scratch``), followed."""
+    if entry.kind is Kind.LINK and local and os.path.isdir(entry.path):
+        return backend.stat(os.path.realpath(entry.path))
+    return entry
 
 
 def check_writable(backend: Backend, folder: str) -> None:
@@ -222,6 +321,7 @@ def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
     seen: set[str] = set()
     if src_b.scheme == "local":
         seen.add(os.path.realpath(root.src.path))
+    names = _Names(dst_b, root.dst_path)
     stack: list[tuple[str, str, str]] = [(root.src.path, root.dst_path, root.rel)]
     while stack:
         src_dir, dst_dir, rel_dir = stack.pop()
@@ -242,19 +342,13 @@ def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
                 error=f"Cannot list {src_b.display(src_dir)}: {describe(exc)}",
             )
             continue
+        taken: dict[str, str] = {}
         for e in entries:
             rel = f"{rel_dir}/{e.name}"
-            # A listing may refuse a name itself (S3: a key that is also a folder, "dir/" holding
-            # data, an empty segment), as a SkipReason value in meta["skip"] with its note.
-            refused = e.meta.get("skip")
-            reason = unsafe_reason(e.name)
-            if refused or reason:
-                known = {r.value: r for r in SkipReason}
-                why = known.get(refused or "", SkipReason.UNSAFE_NAME)
-                note = e.meta.get("name_note") if refused else reason
-                yield NewTask(
-                    "file", e.path, dst_dir, rel, e.size, None, state="skipped", error=note, skip_reason=why
-                )
+            refused = _refused(e, names, taken)
+            if refused is not None:
+                why, note = refused
+                yield NewTask("file", e.path, dst_dir, rel, e.size, None, state="skipped", error=note, skip_reason=why)
                 continue
             dst = dst_b.join(dst_dir, e.name)
             if e.is_dir and src_b.scheme == "local":
@@ -276,3 +370,16 @@ def _walk(root: Root, cancel: CancelToken | None) -> Iterator[NewTask]:
             if e.is_dir:
                 subdirs.append((e.path, dst, rel))
         stack.extend(reversed(subdirs))
+
+
+_KNOWN_SKIPS = {r.value: r for r in SkipReason}
+
+
+def _refused(e: Entry, names: _Names, taken: dict[str, str]) -> tuple[SkipReason, str] | None:
+    """Why entry ``e`` is left out by its name, or None. A listing may refuse a name itself (S3:
+    a key that is also a folder, "dir/" holding data, an empty segment), as a SkipReason value in
+    ``meta["skip"]`` with its note; else the destination's own limits decide."""
+    refused = e.meta.get("skip")
+    if refused:
+        return _KNOWN_SKIPS.get(refused, SkipReason.UNSAFE_NAME), e.meta.get("name_note") or refused
+    return names.refusal(e.name, taken)

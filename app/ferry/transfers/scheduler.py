@@ -50,7 +50,7 @@ from ferry.transfers import batch, move, watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.delegated import DelegatedRun, Delegation, find_delegation
-from ferry.transfers.planner import Root, expand, from_us
+from ferry.transfers.planner import Root, destination_roots, expand, from_us
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
 from ferry.transfers.tuning import Gate, Tuner
 
@@ -317,6 +317,9 @@ class Runner:
                 "--allow-unverified-move"
             )
         bucket = TokenBucket(opts.bwlimit) if opts.bwlimit else None
+        # The job writes through a view of its destination that never follows a link below the
+        # folders its sources land in (local disks; other backends are themselves).
+        dst = dst.confined(destination_roots(dst, job.roots, parse_address(job.dest).path))
         ctx = CopyContext(
             src, dst, opts, self.accounting, Limiters(bucket, self._global_bucket), self.ask, store=self.store
         )
