@@ -32,9 +32,6 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {
     frozenset({"ferry.backends.s3.backend", "ferry.backends.s3.checksums", "ferry.backends.s3.writer"}): (
         "issue 19: ferry/backends/s3/ package (client, multipart, checksums) with no cycles"
     ),
-    frozenset({"ferry.backends.sftp.backend", "ferry.backends.sftp.small", "ferry.backends.sftp.batches"}): (
-        "issue 19: ferry/backends/sftp/ package (connection, batches) with no cycles"
-    ),
 }
 
 
@@ -142,7 +139,6 @@ KNOWN_COMPLEX: dict[str, int] = {
     "ferry/backends/s3/evidence.py::candidates": 21,
     "ferry/backends/s3/lean.py::_list_page": 21,
     "ferry/backends/s3/http.py::LeanConnection._response": 23,
-    "ferry/backends/sftp/backend.py::_Host._authenticate": 26,
     "ferry/backends/sftp/parallel_read.py::ParallelRangeReader._stream": 22,
     "ferry/backends/sftp/parallel_write.py::ParallelRangeWriter._stream": 34,
     "ferry/backends/sftp/batches.py::read_batch": 35,

@@ -1,4 +1,4 @@
-"""Big files over the lean data paths (``ferry.backends.ssh_fastpath``), against the real sshd:
+"""Big files over the lean data paths (``ferry.backends.sftp.fastpath``), against the real sshd:
 channel data built straight into AES-GCM packets on upload, replies read straight into place on
 download. Exact bytes, through a rekey in the middle, with and without AES-GCM, and a file cut
 short under a download."""
@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
 import ferry.backends.sftp.parallel_read as parallel_mod
-from ferry.backends.sftp import fastpath as ssh_fastpath
+from ferry.backends.sftp import fastpath, limits
 from ferry.core.errors import FerryError, Transient
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
@@ -53,22 +53,22 @@ def download(b: Any, path: str, chunk: int = 300_007) -> bytes:
 def test_upload_and_download_take_the_lean_paths_and_are_exact(
     sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)  # two range streams on a smaller file
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)  # two range streams on a smaller file
     sent: list[int] = []
-    real_send = ssh_fastpath._send_packet
+    real_send = fastpath._send_packet
 
     def counting(transport: Any, parts: Any, length: int) -> None:
         sent.append(length)
         real_send(transport, parts, length)
 
-    monkeypatch.setattr(ssh_fastpath, "_send_packet", counting)
+    monkeypatch.setattr(fastpath, "_send_packet", counting)
     folder = sshd.mkdir()
     data = os.urandom((20 << 20) + 12_345)
     digest = upload(backend, str(folder / "up.bin"), data)
     assert digest == hashlib.sha256(data).hexdigest()
     assert (folder / "up.bin").read_bytes() == data
     transport = backend._host.transport()
-    assert "gcm" in transport.local_cipher and ssh_fastpath.usable(transport)
+    assert "gcm" in transport.local_cipher and fastpath.usable(transport)
     assert transport.packetizer._ferry_lean_reads  # and the transport reads GCM packets the lean way
     # Every data packet went the lean way, each within the server's packet limit.
     chan_max = max(sent)
@@ -76,7 +76,7 @@ def test_upload_and_download_take_the_lean_paths_and_are_exact(
     # Downloads: every SFTP channel reads through a ChunkPipe, replies straight into the blocks.
     with backend.open_read(str(folder / "up.bin")) as r:
         assert r._parallel is not None and len(r._parallel._clients) == 2
-        assert all(ssh_fastpath.pipe_of(c) is not None for c in r._parallel._clients)
+        assert all(fastpath.pipe_of(c) is not None for c in r._parallel._clients)
         assert r._parallel._in_order
     assert download(backend, str(folder / "up.bin")) == data
 
@@ -114,7 +114,7 @@ def test_without_aes_gcm_the_ordinary_paths_are_used(sshd_factory: Any, tmp_path
         data = os.urandom((3 << 20) + 5)
         assert upload(b, str(folder / "ctr.bin"), data) == hashlib.sha256(data).hexdigest()
         transport = b._host.transport()
-        assert transport.local_cipher == "aes128-ctr" and not ssh_fastpath.usable(transport)
+        assert transport.local_cipher == "aes128-ctr" and not fastpath.usable(transport)
         assert download(b, str(folder / "ctr.bin")) == data
     finally:
         sftp_mod.close_all()
@@ -123,7 +123,7 @@ def test_without_aes_gcm_the_ordinary_paths_are_used(sshd_factory: Any, tmp_path
 def test_a_file_cut_short_under_a_download_fails_instead_of_padding(
     sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)
     monkeypatch.setattr(parallel_mod, "AHEAD", 1)  # block 3 is asked for only after block 0 is taken
     folder = sshd.mkdir()
     path = folder / "shrinks.bin"
@@ -139,7 +139,7 @@ def test_a_file_cut_short_under_a_download_fails_instead_of_padding(
 def test_chunk_pipe_reads_like_paramikos_pipe() -> None:
     from paramiko.buffered_pipe import PipeTimeout
 
-    p = ssh_fastpath.ChunkPipe()
+    p = fastpath.ChunkPipe()
     with pytest.raises(PipeTimeout):
         p.read(10, timeout=0.01)
     p.feed(b"hello ")
@@ -166,11 +166,11 @@ def test_a_big_upload_sends_from_its_own_thread_and_a_failure_still_fails_the_fi
     folder = sshd.mkdir()
     (folder / "keep.txt").write_bytes(b"x")
     sshd.chown(folder)
-    w = backend.open_write(str(folder / "c.bin"), size=sftp_mod.SEND_THREAD_MIN, token="3", readback=None)
+    w = backend.open_write(str(folder / "c.bin"), size=limits.SEND_THREAD_MIN, token="3", readback=None)
     assert w._sender is not None
     w._client._request(CMD_CLOSE, w._handle)  # the server forgets the handle: every WRITE now fails
     with pytest.raises(FerryError):
-        for _ in range(sftp_mod.SEND_THREAD_MIN >> 20):
+        for _ in range(limits.SEND_THREAD_MIN >> 20):
             w.write(os.urandom(1 << 20))
         w.finish()
     w.abort()
@@ -178,7 +178,7 @@ def test_a_big_upload_sends_from_its_own_thread_and_a_failure_still_fails_the_fi
     # The same pooled channel answers the next requests correctly.
     assert sorted(e.name for e in backend.list(str(folder))) == ["keep.txt"]
     # And a big upload through the thread is exact, acknowledged to its last byte.
-    data = os.urandom(sftp_mod.SEND_THREAD_MIN + 999)
+    data = os.urandom(limits.SEND_THREAD_MIN + 999)
     w = backend.open_write(str(folder / "d.bin"), size=len(data), token="4", readback=None)
     assert w._sender is not None
     for start in range(0, len(data), 1 << 20):
@@ -193,8 +193,8 @@ def test_with_the_lean_paths_switched_off_paramiko_moves_the_same_bytes(
 ) -> None:
     # FERRY_SSH_FASTPATH=0 is the way out should a paramiko release change what the lean paths
     # rely on: everything then goes through paramiko's own code, and must stay exact.
-    monkeypatch.setenv(ssh_fastpath.ENV, "0")
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    monkeypatch.setenv(fastpath.ENV, "0")
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)
     config = sshd.ssh_config(tmp_path / "ssh_config", "plain")
     b = sftp_backend(sshd, config, "plain")
     try:
@@ -203,7 +203,7 @@ def test_with_the_lean_paths_switched_off_paramiko_moves_the_same_bytes(
         assert upload(b, str(folder / "up.bin"), data) == hashlib.sha256(data).hexdigest()
         assert (folder / "up.bin").read_bytes() == data
         transport = b._host.transport()
-        assert not ssh_fastpath.usable(transport) and not getattr(transport.packetizer, "_ferry_lean_reads", False)
+        assert not fastpath.usable(transport) and not getattr(transport.packetizer, "_ferry_lean_reads", False)
         assert download(b, str(folder / "up.bin")) == data
     finally:
         sftp_mod.close_all()
@@ -217,12 +217,12 @@ def test_sftp_channel_data_skips_paramikos_dispatch_and_stays_exact(
     them, exec channels (the remote hash) still go paramiko's way, and every byte arrives."""
     import paramiko
 
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)
     fed: list[bool] = []
     real_feed = paramiko.Channel._feed
 
     def counting(chan: Any, m: Any) -> None:
-        fed.append(isinstance(chan.in_buffer, ssh_fastpath.ChunkPipe))
+        fed.append(isinstance(chan.in_buffer, fastpath.ChunkPipe))
         real_feed(chan, m)
 
     # Transport.run dispatches through this table (it holds the functions, not the names).

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
 import ferry.backends.sftp.remote_hash as hash_mod
+from ferry.backends.sftp import limits
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
 
@@ -21,8 +22,8 @@ from sshd import SshServer
 @pytest.fixture
 def backend(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     # Same code paths at test sizes: "big" from 64 KiB, the follower stepping every 100,003 bytes.
-    monkeypatch.setattr(sftp_mod, "READBACK_MAX", 64 << 10)
-    monkeypatch.setattr(sftp_mod, "FOLLOW_MIN", 64 << 10)
+    monkeypatch.setattr(limits, "READBACK_MAX", 64 << 10)
+    monkeypatch.setattr(limits, "FOLLOW_MIN", 64 << 10)
     monkeypatch.setattr(hash_mod, "FOLLOW_STEP", 100_003)
     config = sshd.ssh_config(tmp_path / "ssh_config", "follow")
     b = sftp_backend(sshd, config, "follow")
@@ -63,7 +64,7 @@ def test_follower_hashes_the_upload_as_it_lands(backend: Any, sshd: SshServer, b
     assert batch_calls == []  # no second pass over the file
     assert sshd.log_text().count("Starting session: command") - before == 1
     # Its session was given back: the budget is where it started.
-    assert backend._host._open == len(backend._host._idle) + (backend._host._shell is not None)
+    assert backend._host.pool._open == len(backend._host.pool._idle) + backend._host.shell.holds_session
 
 
 def test_follower_reads_the_servers_bytes(backend: Any, sshd: SshServer) -> None:
@@ -130,7 +131,7 @@ def test_follower_whose_tool_fails_is_not_trusted(
 def test_follower_takes_no_session_the_transfers_need(backend: Any, sshd: SshServer, batch_calls: list[str]) -> None:
     """Under a tight MaxSessions the follower is simply not started (never waited for)."""
     host = backend._host
-    host.max_sessions = 2  # this writer's SFTP channel plus one kept spare
+    host.pool.max_sessions = 2  # this writer's SFTP channel plus one kept spare
     folder = sshd.mkdir()
     data = os.urandom(200_000)
     w = upload(backend, folder / "f.bin", data, "6")
@@ -146,4 +147,4 @@ def test_abort_closes_the_follower(backend: Any, sshd: SshServer) -> None:
     chan = w._follow._chan
     w.abort()
     assert chan.closed and w._follow is None
-    assert backend._host._open == len(backend._host._idle) + (backend._host._shell is not None)
+    assert backend._host.pool._open == len(backend._host.pool._idle) + backend._host.shell.holds_session

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
 import ferry.backends.sftp.parallel_write as pw
+from ferry.backends.sftp import limits
+from ferry.backends.sftp.host import host_for
 from ferry.core.errors import FerryError, UsageError
 from ferry.credentials.sites import SiteStore, resolve_address
 from sftp.conformance_site import sftp_backend
@@ -24,7 +26,7 @@ from sshd import SshServer, _descendants
 
 @pytest.fixture
 def backend(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)  # streams on files a test can afford
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)  # streams on files a test can afford
     monkeypatch.setattr(pw, "BLOCK", 1 << 20)
     config = sshd.ssh_config(tmp_path / "ssh_config", "streams")
     b = sftp_backend(sshd, config, "streams")
@@ -61,7 +63,7 @@ def wait_for_holders(server: SshServer, path: Path, n: int) -> set[int]:
 def test_the_configured_stream_count_is_what_the_server_sees_both_ways(
     sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(sftp_mod.STREAMS_ENV, "3")
+    monkeypatch.setenv(limits.STREAMS_ENV, "3")
     folder = sshd.mkdir()
     data = os.urandom((24 << 20) + 4321)
     w = backend.open_write(str(folder / "big.bin"), size=len(data), token="9", resume=False, readback="sha256")
@@ -91,7 +93,7 @@ def test_the_configured_stream_count_is_what_the_server_sees_both_ways(
 
 
 def test_one_stream_means_one_channel(sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(sftp_mod.STREAMS_ENV, "1")
+    monkeypatch.setenv(limits.STREAMS_ENV, "1")
     folder = sshd.mkdir()
     data = os.urandom(9 << 20)
     w = backend.open_write(str(folder / "one.bin"), size=len(data), token="1", resume=False, readback="sha256")
@@ -107,20 +109,20 @@ def test_a_saved_sites_streams_option_and_the_environment(
     sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FERRY_CONFIG_DIR", str(tmp_path / "config"))
-    monkeypatch.delenv(sftp_mod.STREAMS_ENV, raising=False)
+    monkeypatch.delenv(limits.STREAMS_ENV, raising=False)
     store = SiteStore()
     store.add("wide", f"sftp://{sshd.user}@{sshd.host}:{sshd.port}/", {"streams": "4"})
     store.add("broken", f"sftp://{sshd.user}@127.0.0.2:{sshd.port}/", {"streams": "lots"})
     try:
-        host = sftp_mod._host_for(resolve_address("wide:/tmp"))
+        host = host_for(resolve_address("wide:/tmp"))
         assert host.streams(up=True) == 4 and host.streams(up=False) == 4
-        monkeypatch.setenv(sftp_mod.STREAMS_ENV, "2")  # the environment wins for a run
+        monkeypatch.setenv(limits.STREAMS_ENV, "2")  # the environment wins for a run
         assert host.streams(up=True) == 2
-        monkeypatch.setenv(sftp_mod.STREAMS_ENV, "0")
+        monkeypatch.setenv(limits.STREAMS_ENV, "0")
         with pytest.raises(UsageError, match="FERRY_SFTP_STREAMS"):
             host.streams(up=True)
         with pytest.raises(UsageError, match="site 'broken'"):
-            sftp_mod._host_for(resolve_address("broken:/tmp"))
+            host_for(resolve_address("broken:/tmp"))
     finally:
         sftp_mod.close_all()
 
@@ -138,7 +140,7 @@ def test_safe_resume_offset_lies_below_any_hole(monkeypatch: pytest.MonkeyPatch)
 def test_an_upload_cut_by_a_dropped_connection_resumes_exact(
     sshd: SshServer, backend: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(sftp_mod.STREAMS_ENV, "4")
+    monkeypatch.setenv(limits.STREAMS_ENV, "4")
     monkeypatch.setattr(pw, "LEAD", 6)
     folder = sshd.mkdir()
     data = os.urandom((40 << 20) + 99)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ferry.backends.sftp import backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
+from ferry.backends.sftp.auth import is_password_prompt
 from ferry.core.address import Address
 from ferry.core.errors import UsageError
 from ferry.credentials import keychain, prompts
@@ -119,7 +120,7 @@ def test_apply_site_rules() -> None:
 
 
 def test_only_plain_password_prompts_get_the_saved_password() -> None:
-    ok = sftp_mod._is_password_prompt
+    ok = is_password_prompt
     assert ok("Password: ", "")
     assert ok("alice@hpc's password:", "")
     assert not ok("Verification code: ", "")

@@ -1,4 +1,4 @@
-"""Small uploads in three round trips (``ferry.backends.sftp_small``), against the real sshd:
+"""Small uploads in three round trips (``ferry.backends.sftp.writer.SmallFileWriter``), against the real sshd:
 exact bytes and digests for every small shape, the server's bytes (not Ferry's buffer) behind the
 read-back, errors where the copy expects them, stale partial files, conflict policies inside one
 run of many small files, and a connection cut in the middle of many small files."""
@@ -13,10 +13,12 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
+import ferry.backends.sftp.names as names_mod
+import ferry.backends.sftp.writer as writer_mod
 from ferry.backends.base import temp_name
-from ferry.backends.sftp import small as sftp_small
-from ferry.backends.sftp.small import SMALL_MAX, SmallFileWriter
+from ferry.backends.sftp.protocol import entry_of
+from ferry.backends.sftp.writer import SMALL_MAX, SmallFileWriter
 from ferry.core.errors import AlreadyExists, NotFound, Transient
 from helpers import describe, file_digests, file_events, partials, result_event, wait_until
 from sftp.conformance_site import sftp_backend
@@ -49,7 +51,7 @@ def test_every_small_shape_lands_exactly(backend: Any, sshd: SshServer, request_
     """Empty, one byte, 4 KiB, exactly the limit; one WRITE or several (a server with small
     requests); the digest is of what the server returns; the time is set; no partial left."""
     backend._host.transport()
-    backend._host.request_size = request_size
+    backend._host.connection.request_size = request_size
     folder = sshd.mkdir()
     for n, size in enumerate((0, 1, 4096, SMALL_MAX)):
         data = os.urandom(size)
@@ -203,7 +205,7 @@ def test_connection_cut_among_small_files_loses_and_repeats_nothing(sshd: SshSer
         proxy.close()
 
 
-# ---- answers without a round trip (sftp_small.KnownNames) ----
+# ---- answers without a round trip (names.KnownNames) ----
 
 
 def _lstats(backend: Any, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
@@ -212,7 +214,7 @@ def _lstats(backend: Any, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     real = sftp_mod.SFTPBackend.stat
 
     def counting(self: Any, path: str) -> Any:
-        with self._host.sftp() as c:
+        with self._host.pool.sftp() as c:
             if not getattr(c, "_counted", False):
                 inner = c.lstat
 
@@ -261,11 +263,11 @@ def test_new_folder_knowledge_expires_and_is_dropped_on_rename(
     backend.mkdir(str(folder / "n2"))
     (folder / "n1" / "theirs").write_bytes(b"x")
     (folder / "n2" / "theirs").write_bytes(b"y")
-    names = sftp_small.known(backend._host)
+    names = backend._host.names
     assert names.absent(str(folder / "n1" / "theirs"))  # within FRESH: the accepted blind spot
-    monkeypatch.setattr(sftp_small, "FRESH", 0.0)
+    monkeypatch.setattr(names_mod, "FRESH", 0.0)
     assert backend.stat(str(folder / "n1" / "theirs")).size == 1
-    monkeypatch.setattr(sftp_small, "FRESH", 10.0)
+    monkeypatch.setattr(names_mod, "FRESH", 10.0)
     backend.mkdir(str(folder / "n3"))
     _upload(backend, folder / "n3" / "f", b"z", "2")
     backend.rename(str(folder / "n3" / "f"), str(folder / "n3" / "g"))
@@ -276,12 +278,12 @@ def test_a_name_touched_before_its_folder_is_recorded_is_still_asked_for() -> No
     """Workers race: a file's writer may note its name just before another worker's mkdir of
     the folder is recorded as fresh. That name must still be asked for."""
     now = [100.0]
-    names = sftp_small.KnownNames(clock=lambda: now[0])
+    names = names_mod.KnownNames(clock=lambda: now[0])
     names.touch("/d/f")
     names.created_folder("/d")
     assert not names.absent("/d/f")
     assert names.absent("/d/g")
-    now[0] += sftp_small.FRESH + 0.1
+    now[0] += names_mod.FRESH + 0.1
     assert not names.absent("/d/g")
 
 
@@ -324,18 +326,18 @@ def test_connection_dropped_at_commit(
     import paramiko
 
     folder = sshd.mkdir()
-    real = sftp_mod._setstat_then
+    real = writer_mod.setstat_then
 
     def drop(client: Any, *args: Any) -> None:
         if renamed:
             real(client, *args)
-        backend._host._transport.close()
+        backend._host.connection._transport.close()
         raise paramiko.SSHException("Server connection dropped")
 
     w = backend.open_write(str(folder / "c"), size=5, token="21", readback="sha256")
     w.write(b"hello")
     w.finish()
-    monkeypatch.setattr(sftp_mod, "_setstat_then", drop)
+    monkeypatch.setattr(writer_mod, "setstat_then", drop)
     if renamed:
         w.commit(overwrite=False)
         assert (folder / "c").read_bytes() == b"hello"
@@ -348,15 +350,15 @@ def test_connection_dropped_at_commit(
 
 def test_known_names_stay_bounded() -> None:
     now = [0.0]
-    names = sftp_small.KnownNames(clock=lambda: now[0])
+    names = names_mod.KnownNames(clock=lambda: now[0])
     for i in range(120_000):
         now[0] = i / 1000  # 1,000 names a second
         names.touch(f"/d/f{i}")
     assert len(names._touched) <= 2 * 50_000
     assert not names.absent("/d/f119999")
     for i in range(10_000):
-        names.listed(sftp_mod._entry(f"/l/f{i}", f"f{i}", _file_attr()))
-    assert len(names._listed) == sftp_small._LISTED_MAX
+        names.listed(entry_of(f"/l/f{i}", f"f{i}", _file_attr()))
+    assert len(names._listed) == names_mod._LISTED_MAX
 
 
 def _file_attr() -> Any:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
+from ferry.backends.sftp import limits
 from ferry.core.errors import NotFound, Transient
 from sftp.conformance_site import sftp_backend
 from sftp.tcp_proxy import TcpProxy
@@ -52,7 +53,7 @@ def read_all(reader: object, chunk: int = 1 << 20) -> str:
 def test_big_file_is_read_over_several_channels_in_order(
     sshd: SshServer, backend: object, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)  # same code path, smaller file
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)  # same code path, smaller file
     path, digest = remote_file(sshd, 40 << 20)
     before = sshd.log_text().count("subsystem 'sftp'")
     with backend.open_read(str(path)) as r:  # type: ignore[attr-defined]
@@ -72,7 +73,7 @@ def test_big_file_is_read_over_several_channels_in_order(
 def test_parallel_read_cut_midway_fails_cleanly_then_reconnects(
     sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sftp_mod, "PARALLEL_MIN", 8 << 20)
+    monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)
     path, digest = remote_file(sshd, 48 << 20)
     proxy = TcpProxy((sshd.host, sshd.port))
     try:

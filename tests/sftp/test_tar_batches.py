@@ -1,4 +1,4 @@
-"""Many small files as tar streams over an exec channel (``ferry.backends.sftp_tar`` driven by
+"""Many small files as tar streams over an exec channel (``ferry.backends.sftp.batches`` driven by
 ``ferry.transfers.batch``), against the real sshd: exact bytes and per-file records both ways,
 conflict policies as per file, odd names through the per-file path, no tar where the account
 has no shell, a source vanishing mid-batch, and a batch cancelled half way then resumed."""
@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
 from ferry.backends.base import temp_name
-from ferry.backends.sftp import batches as sftp_tar
+from ferry.backends.sftp import batches
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Cancelled, NotFound, Transient
 from helpers import describe, file_digests, file_events, partials, wait_until
@@ -227,7 +227,7 @@ def test_a_source_vanishing_mid_batch_fails_only_that_file(backend: Any, sshd: S
         (src / f"f{i}").write_bytes(os.urandom(1000 + i))
         pairs.append((str(src / f"f{i}"), str(remote / f"f{i}"), 1000 + i))
     (src / "f7").unlink()
-    before = sftp_tar.state(backend._host).uploads
+    before = batches.state(backend._host).uploads
     ctx = _ctx(None, backend)
     results = batch.run_batch(_tasks(pairs), ctx, CancelToken())
     assert isinstance(results[7][1], NotFound) and results[7][0] is None
@@ -235,7 +235,7 @@ def test_a_source_vanishing_mid_batch_fails_only_that_file(backend: Any, sshd: S
         if i != 7:
             assert error is None and outcome is not None and UP in outcome.verified
             assert (remote / f"f{i}").read_bytes() == (src / f"f{i}").read_bytes()
-    assert sftp_tar.state(backend._host).uploads - before == 19
+    assert batches.state(backend._host).uploads - before == 19
     assert not (remote / "f7").exists() and not partials(remote)
 
     # Down: one remote file goes between the listing and the tar; the rest arrive.
@@ -265,7 +265,7 @@ def test_an_archive_cut_short_leaves_nothing_on_the_server(
     remote = sshd.mkdir()
     items = [(str(remote / f"c{i}"), os.urandom(5000 + i), f"{900 + i}", datetime.now(UTC)) for i in range(6)]
     host = backend._host
-    real_run = host.run
+    real_run = host.shell.run
 
     def cut_short(command: bytes, timeout: float = 600, stdin: Any = None) -> Any:
         pieces = [bytes(p) for group in stdin for p in group]  # header, data, padding per member, then the end
@@ -275,13 +275,13 @@ def test_an_archive_cut_short_leaves_nothing_on_the_server(
         return real_run(command, timeout, sent)
 
     assert "sha256" in backend.capabilities.hashes  # the remote tools are known (as in a real run)
-    monkeypatch.setattr(host, "run", cut_short)
-    results = sftp_tar.write_batch(backend, items, "sha256")
+    monkeypatch.setattr(host.shell, "run", cut_short)
+    results = batches.write_batch(backend, items, "sha256")
     assert all(isinstance(r, Transient) and "tar batch" in r.message for r in results), results
     assert not list(remote.iterdir()), list(remote.iterdir())  # no partial, no .ferry-batch.* folder
 
-    monkeypatch.setattr(host, "run", real_run)  # the same batch, whole: every file under its partial name
-    results = sftp_tar.write_batch(backend, items, "sha256")
+    monkeypatch.setattr(host.shell, "run", real_run)  # the same batch, whole: every file under its partial name
+    results = batches.write_batch(backend, items, "sha256")
     assert results == [hashlib.sha256(data).hexdigest() for _f, data, _t, _m in items]
     assert sorted(p.name for p in remote.iterdir()) == sorted(temp_name(f"c{i}", f"{900 + i}") for i in range(6))
 
@@ -303,20 +303,20 @@ def test_cancelled_between_tar_and_rename_leaves_only_partials_and_resumes(
         (src / f"g{i}").write_bytes(os.urandom(3000 + i))
         pairs.append((str(src / f"g{i}"), str(remote / f"g{i}"), 3000 + i))
     token = CancelToken()
-    real = sftp_tar.write_batch
+    real = batches.write_batch
 
     def extract_then_stop(*args: Any) -> Any:
         got = real(*args)
         token.cancel("pause")
         return got
 
-    monkeypatch.setattr(sftp_tar, "write_batch", extract_then_stop)
+    monkeypatch.setattr(batches, "write_batch", extract_then_stop)
     tasks = _tasks(pairs, 500)
     results = batch.run_batch(tasks, _ctx(None, backend), token)
     assert all(outcome is None and isinstance(error, Cancelled) for outcome, error in results)
     assert not any((remote / f"g{i}").exists() for i in range(30))
     assert len(partials(remote)) == 30
-    monkeypatch.setattr(sftp_tar, "write_batch", real)
+    monkeypatch.setattr(batches, "write_batch", real)
 
     from dataclasses import replace
 
@@ -374,13 +374,13 @@ def test_size_only_uploads_check_the_servers_sizes(backend: Any, sshd: SshServer
     for i in range(12):
         (src / f"s{i}").write_bytes(os.urandom(500 * i))
         pairs.append((str(src / f"s{i}"), str(remote / "new" / f"s{i}"), 500 * i))
-    before = sftp_tar.state(backend._host).uploads
+    before = batches.state(backend._host).uploads
     results = batch.run_batch(_tasks(pairs, 900), _ctx(None, backend, verify="size"), CancelToken())
     assert all(e is None and o is not None and o.verified == "size only" for o, e in results), results
-    assert sftp_tar.state(backend._host).uploads - before == 12
+    assert batches.state(backend._host).uploads - before == 12
     assert file_digests(remote / "new") == file_digests(src)
-    assert sftp_tar._parse_sizes(b"  5 ./a\n 12 ./b c\n 17 total\n", ["./a", "./b c"]) == ["size:5", "size:12"]
-    assert sftp_tar._parse_sizes(b"5 ./a\n", ["./b"]) is None  # a line for another file: not trusted
+    assert batches._parse_sizes(b"  5 ./a\n 12 ./b c\n 17 total\n", ["./a", "./b c"]) == ["size:5", "size:12"]
+    assert batches._parse_sizes(b"5 ./a\n", ["./b"]) is None  # a line for another file: not trusted
 
 
 def test_tar_batches_under_a_tight_max_sessions(sshd_factory: Callable[..., SshServer], tmp_path: Path) -> None:
@@ -420,15 +420,15 @@ def test_tar_streams_through_many_rekeys_keep_the_connection(backend: Any, sshd:
     sshd.chown(remote)
     host = backend._host
     transport = host.transport()
-    generation = host._generation
+    generation = host.pool.generation
     transport.packetizer.REKEY_BYTES = 256 << 10  # paramiko's is 512 MiB: a rekey every batch or two
     transport.clear_to_send_timeout = 5.0  # a stall fails in seconds, not paramiko's 30
     paths = [str(remote / name) for name in blobs]
     start = time.monotonic()
     for _ in range(40):
-        got = sftp_tar.read_batch(backend, paths)
+        got = batches.read_batch(backend, paths)
         assert [r[1] if isinstance(r, tuple) else r for r in got] == list(blobs.values())
-    assert host._generation == generation and transport.is_active()
+    assert host.pool.generation == generation and transport.is_active()
     assert time.monotonic() - start < 60
 
 
@@ -452,7 +452,7 @@ def test_tar_stream_reader_takes_each_member_exactly(
     (remote / "link").symlink_to(remote / "s1")
     sshd.chown(remote)
     asked = [*map(str, blobs), str(remote / "link"), str(remote / "missing")]
-    got = sftp_tar.read_batch(backend, asked)
+    got = batches.read_batch(backend, asked)
     for i, (path, data) in enumerate(blobs.items()):
         item = got[i]
         assert isinstance(item, tuple), item

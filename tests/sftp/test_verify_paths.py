@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
+from ferry.backends.sftp import limits
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
 
@@ -34,7 +35,7 @@ def test_small_upload_is_read_back_without_a_remote_process(
 ) -> None:
     folder = sshd.mkdir()
     data = os.urandom(300_000)  # more than one 255 KiB request
-    monkeypatch.setattr(sftp_mod, "READBACK_MAX", 4 << 20)  # read-back over several requests
+    monkeypatch.setattr(limits, "READBACK_MAX", 4 << 20)  # read-back over several requests
     monkeypatch.setattr(backend._host.hasher, "hash", no_remote_hash)
     w = backend.open_write(str(folder / "a.bin"), size=len(data), token="1", readback="sha256")
     w.write(data[:100_000])
@@ -64,8 +65,8 @@ def test_read_back_sees_what_the_server_holds(backend: Any, sshd: SshServer, mon
 
 
 def test_bigger_files_use_the_remote_tool(backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sftp_mod, "READBACK_MAX", 1000)
-    monkeypatch.setattr(sftp_mod, "FOLLOW_MIN", 1000)
+    monkeypatch.setattr(limits, "READBACK_MAX", 1000)
+    monkeypatch.setattr(limits, "FOLLOW_MIN", 1000)
     assert backend.capabilities.readback
     tool = backend._host.hash_tools["sha256"]
     if shutil.which("openssl"):  # the server is this machine
@@ -88,7 +89,7 @@ def test_bigger_files_use_the_remote_tool(backend: Any, sshd: SshServer, monkeyp
     w.commit(overwrite=False)
     assert calls == []  # the size was known: the tool followed the upload (tests/sftp/test_follow_hash.py)
     # Known, but under FOLLOW_MIN: hashed by the batched remote tool after it closes.
-    monkeypatch.setattr(sftp_mod, "FOLLOW_MIN", 1 << 20)
+    monkeypatch.setattr(limits, "FOLLOW_MIN", 1 << 20)
     w = backend.open_write(str(folder / "m.bin"), size=len(data), token="5", readback="sha256")
     w.write(data)
     assert w.finish() == hashlib.sha256(data).hexdigest()
@@ -111,7 +112,7 @@ def test_reads_of_every_shape_are_exact(backend: Any, sshd: SshServer, request_s
     pipelined stream), ranges and an empty file; with OpenSSH's big requests and SFTP's portable
     32 KiB ones."""
     backend._host.transport()
-    backend._host.request_size = request_size
+    backend._host.connection.request_size = request_size
     folder = sshd.mkdir()
     blobs = {"empty": b"", "small": os.urandom(4096), "edge": os.urandom(request_size), "mid": os.urandom(3_000_017)}
     for name, data in blobs.items():

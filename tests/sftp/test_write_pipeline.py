@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-import ferry.backends.sftp.backend as sftp_mod
+import ferry.backends.sftp as sftp_mod
+from ferry.backends.sftp import limits
 from ferry.core.errors import FerryError
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
@@ -44,7 +45,7 @@ def test_writes_of_every_shape_land_exactly(backend: Any, sshd: SshServer, piece
 def test_many_writes_in_flight_are_acknowledged_as_they_arrive(
     backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(sftp_mod, "WRITE_DEPTH", 4)
+    monkeypatch.setattr(limits, "WRITE_DEPTH", 4)
     folder = sshd.mkdir()
     data = os.urandom(3 << 20)
     w = backend.open_write(str(folder / "b.bin"), size=len(data), token="2", readback=None)

@@ -36,15 +36,15 @@ import time
 import weakref
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ferry.backends.base import BatchData, Entry, Kind, temp_name
-from ferry.backends.sftp import small
+from ferry.backends.sftp import fastpath, limits
+from ferry.backends.sftp.errors import map_error
+from ferry.backends.sftp.host import Host, OnHost
+from ferry.backends.sftp.protocol import wire
 from ferry.backends.sftp.remote_hash import parse_digests
 from ferry.core.errors import AlreadyExists, FerryError, NotFound, Transient, Unsupported
-
-if TYPE_CHECKING:
-    from ferry.backends.sftp.backend import SFTPBackend, _Host
 
 log = logging.getLogger("ferry.sftp")
 
@@ -75,7 +75,7 @@ _states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
 _states_lock = threading.Lock()
 
 
-def state(host: _Host) -> _State:
+def state(host: Host) -> _State:
     with _states_lock:
         s = _states.get(host)
         if s is None:
@@ -83,7 +83,7 @@ def state(host: _Host) -> _State:
         return s
 
 
-def usable(host: _Host) -> bool:
+def usable(host: Host) -> bool:
     """Whether this host takes tar batches: probed once per host (one exec), then cached."""
     if os.environ.get(ENV, "1") == "0":
         return False
@@ -92,7 +92,7 @@ def usable(host: _Host) -> bool:
         with s.lock:
             if s.usable is None:
                 try:
-                    _rc, out, _err = host.run(_PROBE, timeout=30, stdin=b"")
+                    _rc, out, _err = host.shell.run(_PROBE, timeout=30, stdin=b"")
                     s.usable = b"ferry-tar-ok" in out
                 except Transient as exc:
                     # A channel refused under a tight MaxSessions (sshd still counts sessions
@@ -184,7 +184,7 @@ def _member(name: str, data: bytes, mtime: int) -> tuple[bytes, bytes, bytes]:
 
 
 def write_batch(
-    backend: SFTPBackend, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
+    backend: OnHost, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
 ) -> list[str | BaseException]:
     """Write each ``(final path, data, token, mtime)`` to its partial name with one ``tar -x``
     and return per item the ``algo`` digest of the extracted partial file as the server reads
@@ -196,7 +196,7 @@ def write_batch(
     results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
     if tool is None:
         return [Unsupported(f"{host.target.hostname} cannot compute {algo} checksums")] * len(items)
-    names = small.known(host)
+    names = host.names
     todo: list[tuple[int, str]] = []  # (index, partial path)
     for i, (final, _data, token, _mtime) in enumerate(items):
         folder, name = posixpath.split(final)
@@ -265,7 +265,7 @@ def write_batch(
         f'rm -rf -- "$d"; cat >/dev/null; [ $s -eq 0 ] && printf \'%s\\n\' "$r"; exit $s'
     )
     try:
-        rc, out, err = host.run(command.encode("utf-8"), timeout=max(60.0, size / (1 << 20)), stdin=stream())
+        rc, out, err = host.shell.run(command.encode("utf-8"), timeout=max(60.0, size / (1 << 20)), stdin=stream())
     except BaseException as exc:
         for i, _p in todo:
             results[i] = exc
@@ -305,7 +305,7 @@ def _parse_sizes(out: bytes, names: list[str]) -> list[str] | None:
     return sizes
 
 
-def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int]]) -> list[BaseException | None]:
+def commit_batch(backend: OnHost, items: Sequence[tuple[str, str, bool, int]]) -> list[BaseException | None]:
     """Rename each ``(partial, final, overwrite, size)`` into place, all RENAMEs in one flight on
     one SFTP channel (the server answers in order). Without ``overwrite`` SFTP's RENAME never
     replaces a file, so a name taken meanwhile fails that item with AlreadyExists. If the
@@ -313,23 +313,21 @@ def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int
     holds a regular file of its size (as the small-file writer decides, see there)."""
     from paramiko.sftp import CMD_EXTENDED, CMD_RENAME
 
-    from ferry.backends.sftp.backend import _b, _map_error
-
     host = backend._host
-    names = small.known(host)
+    names = host.names
     results: list[BaseException | None] = [None] * len(items)
     pending: list[tuple[int, int]] = []
     try:
-        with host.sftp() as c:
+        with host.pool.sftp() as c:
             try:
                 for i, (partial, final, overwrite, _size) in enumerate(items):
                     names.touch(final)  # noted before the request goes out (see KnownNames)
                     if overwrite:
                         num = c._async_request(
-                            type(None), CMD_EXTENDED, "posix-rename@openssh.com", _b(partial), _b(final)
+                            type(None), CMD_EXTENDED, "posix-rename@openssh.com", wire(partial), wire(final)
                         )
                     else:
-                        num = c._async_request(type(None), CMD_RENAME, _b(partial), _b(final))
+                        num = c._async_request(type(None), CMD_RENAME, wire(partial), wire(final))
                     pending.append((i, num))
             finally:
                 failed: list[tuple[int, BaseException]] = []
@@ -345,14 +343,14 @@ def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int
                     raise why
                 _partial, final, overwrite, _size = items[i]
                 try:
-                    c.lstat(_b(final))
+                    c.lstat(wire(final))
                     taken = not overwrite
                 except OSError:
                     taken = False
                 results[i] = (
                     AlreadyExists(f"Already exists: {backend.display(final)}")
                     if taken
-                    else _map_error(why, backend.display(final))
+                    else map_error(why, backend.display(final))
                 )
     except Exception as exc:  # the connection went: which renames did the server do?
         drop = exc if isinstance(exc, FerryError) else Transient(f"Connection lost while committing: {exc}")
@@ -362,17 +360,15 @@ def commit_batch(backend: SFTPBackend, items: Sequence[tuple[str, str, bool, int
     return results
 
 
-def _landed(host: _Host, partial: str, final: str, _overwrite: bool, size: int) -> bool:
-    from ferry.backends.sftp.backend import _b
-
+def _landed(host: Host, partial: str, final: str, _overwrite: bool, size: int) -> bool:
     try:
-        with host.sftp() as c:
+        with host.pool.sftp() as c:
             try:
-                c.lstat(_b(partial))
+                c.lstat(wire(partial))
                 return False
             except FileNotFoundError:
                 pass
-            attr = c.lstat(_b(final))
+            attr = c.lstat(wire(final))
             return stat_mod.S_ISREG(attr.st_mode or 0) and attr.st_size == size
     except Exception:
         return False
@@ -390,7 +386,7 @@ def _norm(name: str) -> str:
     return name
 
 
-def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[Fetched | BaseException]:
+def read_batch(backend: OnHost, paths: Sequence[str]) -> list[Fetched | BaseException]:
     """Each path's current attributes and bytes from one ``tar -c``, or the exception it met
     (any exception: move that file per file, which reports its real problem)."""
     host = backend._host
@@ -416,10 +412,10 @@ def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[Fetched | Bas
     got: dict[int, Fetched | BaseException] = {}
     err = b""
     rc = -1
-    from ferry.backends.sftp.backend import MAX_PACKET, WINDOW, _map_error
-
-    chan, generation = host._open_channel(
-        lambda transport: transport.open_session(window_size=WINDOW, max_packet_size=MAX_PACKET, timeout=30)
+    chan, generation = host.pool.open_channel(
+        lambda transport: transport.open_session(
+            window_size=limits.WINDOW, max_packet_size=limits.MAX_PACKET, timeout=30
+        )
     )
     try:
         chan.settimeout(120)
@@ -452,13 +448,13 @@ def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[Fetched | Bas
         except Exception:
             rc = -1
     except Exception as exc:
-        mapped = exc if isinstance(exc, FerryError) else _map_error(exc, host.target.hostname)
+        mapped = exc if isinstance(exc, FerryError) else map_error(exc, host.target.hostname)
         for i in rels.values():
             results[i] = mapped
         return results
     finally:
         chan.close()
-        host._release_slot(generation)
+        host.pool.release(generation)
     text = err.decode("utf-8", "replace")
     if rc != 0:
         # GNU tar pads a file that shrank while it read it with zeros and says so only on
@@ -485,15 +481,13 @@ def read_batch(backend: SFTPBackend, paths: Sequence[str]) -> list[Fetched | Bas
 
 class _Reader:
     """A channel's stdout read in exact amounts. With the lean paths on, through a
-    :class:`~ferry.backends.fastpath.ChunkPipe` straight into the caller's buffer (one copy);
+    :class:`~ferry.backends.sftp.fastpath.ChunkPipe` straight into the caller's buffer (one copy);
     ``tarfile``'s stream reader over paramiko's pipe copied each byte four times (the pipe's
     array, its slices, tarfile's buffer, the member's read): 1,000 x 1 MiB down, profiled, spent
     more there than in writing the files. Put in place before the command starts, so no byte is
     fed to the pipe it replaces."""
 
     def __init__(self, chan: Any) -> None:
-        from ferry.backends.sftp import fastpath
-
         self._chan = chan
         self._pipe = fastpath.ChunkPipe() if fastpath.enabled() else None
         if self._pipe is not None:
@@ -502,8 +496,6 @@ class _Reader:
 
     def fill(self, view: memoryview) -> None:
         """Exactly ``len(view)`` bytes into ``view``; EOFError if the stream ends first."""
-        from ferry.backends.sftp import fastpath
-
         if self._pipe is not None:
             fastpath.recv_exact_into(self._chan, self._pipe, view)
             return

@@ -17,12 +17,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ferry.backends.sftp import fastpath
+from ferry.backends.sftp import fastpath, limits
 from ferry.core.errors import Transient
 
 BLOCK = 8 << 20
 AHEAD = 2  # blocks each stream may hold ahead of the consumer
-REQUEST = 255 << 10  # OpenSSH's sftp-server takes reads/writes up to 256 KiB messages
 
 
 class ParallelRangeReader:
@@ -39,7 +38,7 @@ class ParallelRangeReader:
         length: int,
         give_back: Callable[[Any, bool], None],
         depth: int,
-        request: int = REQUEST,
+        request: int = limits.REQUEST,
         in_order: bool = False,
     ) -> None:
         self._request = request
