@@ -7,7 +7,6 @@ from typing import Any
 
 from PySide6.QtWidgets import (
     QCheckBox,
-    QDialog,
     QDialogButtonBox,
     QGridLayout,
     QLabel,
@@ -20,6 +19,7 @@ from ferry.backends.base import Entry
 from ferry.core.units import format_size
 from ferry.transfers.copy import Answer, Conflict
 from ferry.ui.bridge import Bridge
+from ferry.ui.dialogs.prompts import SafeDialog, safe_default
 from ferry.ui.listing_model import display_name, mtime_text
 
 ANSWERS = (
@@ -31,7 +31,7 @@ ANSWERS = (
 )
 
 
-class ConflictDialog(QDialog):
+class ConflictDialog(SafeDialog):
     def __init__(
         self, display: str, source: Entry, existing: Entry, parent: QWidget | None = None, *, job_id: int | None = None
     ) -> None:
@@ -62,8 +62,9 @@ class ConflictDialog(QDialog):
             b.clicked.connect(lambda _=False, p=policy: self._choose(p))
             box.addButton(b, QDialogButtonBox.ButtonRole.AcceptRole)
             self.buttons[policy] = b
-        self.buttons["skip"].setDefault(True)
         lay.addWidget(box)
+        self._safe = self.buttons["skip"]
+        safe_default(self._safe, *(b for p, b in self.buttons.items() if p != "skip"))  # Enter keeps the file
 
     def _choose(self, policy: str) -> None:
         self.answer = policy

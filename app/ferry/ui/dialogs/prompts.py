@@ -28,6 +28,29 @@ from ferry.core.errors import AuthError
 from ferry.ui.bridge import Bridge
 
 
+def safe_default(safe: QPushButton, *others: QPushButton) -> None:
+    """Make ``safe`` the answer to Enter. A push button with the focus answers Enter whatever
+    ``setDefault`` says, and the first button a box lays out takes the focus: so the others are
+    not auto-default and ``safe`` gets the focus too (again each time the dialog is shown)."""
+    for b in others:
+        b.setAutoDefault(False)
+        b.setDefault(False)
+    safe.setAutoDefault(True)
+    safe.setDefault(True)
+    safe.setFocus(Qt.FocusReason.OtherFocusReason)
+
+
+class SafeDialog(QDialog):
+    """A dialog whose Enter key chooses the answer that changes nothing."""
+
+    _safe: QPushButton | None = None
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if self._safe is not None:
+            self._safe.setFocus(Qt.FocusReason.OtherFocusReason)
+
+
 class SecretDialog(QDialog):
     """One prompt, verbatim; the answer is hidden unless the server asked for echo."""
 
@@ -51,7 +74,7 @@ class SecretDialog(QDialog):
         self.answer.setFocus()
 
 
-class YesNoDialog(QDialog):
+class YesNoDialog(SafeDialog):
     """A question the engine asks as "... [y/N]" (Globus consent): two buttons instead of typing."""
 
     def __init__(self, title: str, prompt: str, parent: QWidget | None = None) -> None:
@@ -68,17 +91,18 @@ class YesNoDialog(QDialog):
         box = QDialogButtonBox()
         self.yes = box.addButton("Yes, log in", QDialogButtonBox.ButtonRole.AcceptRole)
         self.no = box.addButton("Not now", QDialogButtonBox.ButtonRole.RejectRole)
-        self.no.setDefault(True)
         box.accepted.connect(self.accept)
         box.rejected.connect(self.reject)
         lay.addWidget(box)
+        self._safe = self.no
+        safe_default(self.no, self.yes)  # Enter is "not now"
 
 
 def is_yes_no(prompt: str) -> bool:
     return prompt.rstrip().endswith("[y/N]")
 
 
-class HostKeyDialog(QDialog):
+class HostKeyDialog(SafeDialog):
     """An unknown host key: fingerprint, the known_hosts line it would add, and three choices."""
 
     def __init__(
@@ -135,8 +159,9 @@ class HostKeyDialog(QDialog):
         self.always.clicked.connect(lambda: self._done("save"))
         self.once.clicked.connect(lambda: self._done("once"))
         self.reject_button.clicked.connect(lambda: self._done("no"))
-        self.reject_button.setDefault(True)  # Enter must not trust a key
         lay.addWidget(box)
+        self._safe = self.reject_button
+        safe_default(self.reject_button, self.always, self.once)  # Enter must not trust a key
 
     def _done(self, choice: str) -> None:
         self.choice = choice
