@@ -153,10 +153,7 @@ def _parse_url(text: str) -> Address:
     scheme, _, rest = text.partition("://")
     scheme = scheme.lower()
     if scheme == "file":
-        parts = urlsplit(text.replace("?", "%3F").replace("#", "%23"))  # both are legal in file names
-        if parts.netloc not in ("", "localhost"):
-            raise UsageError(f"file:// URLs must be on this computer: {text}")
-        return _local(unquote(parts.path) or "/")
+        return _file_url(text)
     if scheme not in REMOTE_SCHEMES:
         known = ", ".join(f"{s}://" for s in ("file", *REMOTE_SCHEMES))
         raise UsageError(f"Unsupported address scheme '{scheme}://' (known: {known})")
@@ -166,23 +163,38 @@ def _parse_url(text: str) -> Address:
     if any(ord(c) < 32 for c in netloc):
         raise UsageError(f"Malformed address (control character in host): {text!r}")
     if scheme == "sftp":
-        user, host, port = _split_netloc(netloc, text)
-        if not host:
-            raise UsageError(f"Missing host in {text!r} (expected sftp://[user@]host[:port]/path)")
-        if path == "/~" or path.startswith("/~/"):
-            path = path[3:]  # relative to the login folder
-        return Address("sftp", path or "", host=host, user=user, port=port, trailing_slash=trailing)
+        return _sftp_url(netloc, path, trailing, text)
     if "@" in netloc:
         raise UsageError(f"A user name is not part of {scheme}:// addresses: {text!r}")
     if scheme == "s3":
-        if netloc and not _BUCKET_RE.match(netloc):
-            raise UsageError(f"Malformed bucket name {netloc!r} in {text!r}")
-        key = path.lstrip("/")
-        return Address("s3", key, host=netloc, trailing_slash=trailing or (not key and bool(netloc)))
+        return _s3_url(netloc, path, trailing, text)
     if not netloc:
         what = "collection" if scheme == "globus" else "store name"
         raise UsageError(f"Missing {what} in {text!r} (expected {scheme}://{what.upper()}/path)")
     return Address(scheme, path or "/", host=netloc, trailing_slash=trailing)
+
+
+def _file_url(text: str) -> Address:
+    parts = urlsplit(text.replace("?", "%3F").replace("#", "%23"))  # both are legal in file names
+    if parts.netloc not in ("", "localhost"):
+        raise UsageError(f"file:// URLs must be on this computer: {text}")
+    return _local(unquote(parts.path) or "/")
+
+
+def _sftp_url(netloc: str, path: str, trailing: bool, text: str) -> Address:
+    user, host, port = _split_netloc(netloc, text)
+    if not host:
+        raise UsageError(f"Missing host in {text!r} (expected sftp://[user@]host[:port]/path)")
+    if path == "/~" or path.startswith("/~/"):
+        path = path[3:]  # relative to the login folder
+    return Address("sftp", path or "", host=host, user=user, port=port, trailing_slash=trailing)
+
+
+def _s3_url(netloc: str, path: str, trailing: bool, text: str) -> Address:
+    if netloc and not _BUCKET_RE.match(netloc):
+        raise UsageError(f"Malformed bucket name {netloc!r} in {text!r}")
+    key = path.lstrip("/")
+    return Address("s3", key, host=netloc, trailing_slash=trailing or (not key and bool(netloc)))
 
 
 def _split_netloc(netloc: str, text: str) -> tuple[str | None, str, int | None]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ferry.core.errors import (
@@ -45,25 +46,43 @@ def map_error(exc: BaseException, what: str) -> FerryError:
             detail=detail,
             action=Action.CONSENT,
         )
-    if "GCDisconnected" in code or "EndpointNotConnected" in code or "NotConnected" in code:
-        return Transient(
-            f"The collection is offline (its Globus Connect Personal is not connected) while {what}: {said}",
-            detail=detail,
-        )
-    if exc.http_status == 401 or code in ("AuthenticationFailed", "Unauthorized"):
-        return AuthError(f"Globus login needed: {said} (run 'ferry globus login')", detail=detail)
-    if code.endswith("NotFound") or "NotFound" in code or exc.http_status == 404:
-        return NotFound(f"Not found on Globus while {what}: {said}", detail=detail)
-    if code.endswith(".Exists") or code.endswith("Exists"):
-        return AlreadyExists(f"Already exists on Globus while {what}: {said}", detail=detail)
-    if "NotDirectory" in code:
-        return NotADirectory(f"Not a folder on Globus while {what}: {said}", detail=detail)
-    if "IsDirectory" in code:
-        return IsADirectory(f"Is a folder on Globus while {what}: {said}", detail=detail)
-    if exc.http_status == 403 or "PermissionDenied" in code or "Forbidden" in code:
-        return PermissionDenied(f"Permission denied by Globus while {what}: {said}", detail=detail)
-    if exc.http_status in (429, 500, 502, 503, 504) or code in ("ServiceUnavailable", "EndpointBusy"):
-        return Transient(f"Globus is busy or unreachable while {what}: {said}", detail=detail)
-    if exc.http_status == 400 and "Bad" in code:
-        return UsageError(f"Globus refused the request while {what}: {said}", detail=detail)
-    return FerryError(f"Globus refused while {what}: {said}", detail=detail)
+    cls, words = _classify(code, exc.http_status)
+    return cls(words.format(what=what, said=said), detail=detail)
+
+
+# The service's error codes and HTTP statuses, first match wins (the codes are values the service
+# documents; its English message is only shown).
+_RULES: tuple[tuple[Callable[[str, int], bool], type[FerryError], str], ...] = (
+    (
+        lambda c, s: any(w in c for w in ("GCDisconnected", "EndpointNotConnected", "NotConnected")),
+        Transient,
+        "The collection is offline (its Globus Connect Personal is not connected) while {what}: {said}",
+    ),
+    (
+        lambda c, s: s == 401 or c in ("AuthenticationFailed", "Unauthorized"),
+        AuthError,
+        "Globus login needed: {said} (run 'ferry globus login')",
+    ),
+    (lambda c, s: "NotFound" in c or s == 404, NotFound, "Not found on Globus while {what}: {said}"),
+    (lambda c, s: c.endswith("Exists"), AlreadyExists, "Already exists on Globus while {what}: {said}"),
+    (lambda c, s: "NotDirectory" in c, NotADirectory, "Not a folder on Globus while {what}: {said}"),
+    (lambda c, s: "IsDirectory" in c, IsADirectory, "Is a folder on Globus while {what}: {said}"),
+    (
+        lambda c, s: s == 403 or "PermissionDenied" in c or "Forbidden" in c,
+        PermissionDenied,
+        "Permission denied by Globus while {what}: {said}",
+    ),
+    (
+        lambda c, s: s in (429, 500, 502, 503, 504) or c in ("ServiceUnavailable", "EndpointBusy"),
+        Transient,
+        "Globus is busy or unreachable while {what}: {said}",
+    ),
+    (lambda c, s: s == 400 and "Bad" in c, UsageError, "Globus refused the request while {what}: {said}"),
+)
+
+
+def _classify(code: str, status: int) -> tuple[type[FerryError], str]:
+    for test, cls, words in _RULES:
+        if test(code, status):
+            return cls, words
+    return FerryError, "Globus refused while {what}: {said}"
