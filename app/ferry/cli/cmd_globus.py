@@ -210,34 +210,40 @@ def cmd_search(args: argparse.Namespace) -> int:
     hits = [dict(d) for d in res.get("DATA") or []]
     here = _this_computer_quiet()
     rows = []
-    if here is not None and (
-        not args.text or args.text.lower() in here.name.lower() or args.text.lower() in "this computer"
-    ):
+    if here is not None and _this_computer_matches(here.name, args.text):
         rows.append({"id": here.collection_id, "display_name": here.name, "state": here.state, "this_computer": True})
-    for d in hits:
-        if here is not None and d.get("id") == here.collection_id:
-            continue
-        rows.append(
-            {
-                "id": d.get("id"),
-                "display_name": d.get("display_name") or d.get("canonical_name") or "",
-                "owner": d.get("owner_string") or "",
-                "type": d.get("entity_type") or "",
-                "https": bool(d.get("https_server")),
-            }
-        )
+    rows += [_collection_row(d) for d in hits if here is None or d.get("id") != here.collection_id]
     if args.json:
         print(json.dumps(rows))
         return 0
     if not rows:
         print("No collections found.")
     for r in rows:
-        if r.get("this_computer"):
-            print(f"{r['id']}  {r['display_name']}  [{r['state']}]")
-        else:
-            https = "  https" if r["https"] else ""
-            print(f"{r['id']}  {r['display_name']}  ({r['owner']}){https}")
+        print(_collection_line(r))
     return 0
+
+
+def _this_computer_matches(name: str, text: str | None) -> bool:
+    """This computer's collection is listed first when the search could mean it."""
+    return not text or text.lower() in name.lower() or text.lower() in "this computer"
+
+
+def _collection_row(d: dict[str, Any]) -> dict[str, Any]:
+    """One collection the Transfer service found, as ``--json`` prints it."""
+    return {
+        "id": d.get("id"),
+        "display_name": d.get("display_name") or d.get("canonical_name") or "",
+        "owner": d.get("owner_string") or "",
+        "type": d.get("entity_type") or "",
+        "https": bool(d.get("https_server")),
+    }
+
+
+def _collection_line(r: dict[str, Any]) -> str:
+    if r.get("this_computer"):
+        return f"{r['id']}  {r['display_name']}  [{r['state']}]"
+    https = "  https" if r["https"] else ""
+    return f"{r['id']}  {r['display_name']}  ({r['owner']}){https}"
 
 
 def _this_computer_quiet() -> Any:

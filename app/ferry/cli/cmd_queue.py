@@ -12,13 +12,14 @@ from ferry.backends.registry import BackendPool
 from ferry.cli import transfer_common as tc
 from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ferry.core.errors import UsageError
+from ferry.core.hashing import VERIFY_MODES, VerifyMode
 from ferry.core.outcomes import OutcomeCounts, describe_counts
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_size, parse_size
-from ferry.transfers.options import CONFLICT_POLICIES
+from ferry.transfers.options import CONFLICT_POLICIES, JobOptions
 
 if TYPE_CHECKING:  # the store and scheduler load when a queue command runs, not for every 'ferry'
-    from ferry.transfers.store import Job, Store
+    from ferry.transfers.store import Job, Store, Task
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -211,8 +212,9 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def _algo(d: dict[str, Any]) -> str | None:
+    """The hash a listed job's files were checked with (which modes hash is the engine's to say)."""
     verify = d["options"].get("verify")
-    return verify if verify in ("sha256", "blake3") else None
+    return VerifyMode(verify).hash_algo if verify in VERIFY_MODES else None
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -224,43 +226,58 @@ def cmd_show(args: argparse.Namespace) -> int:
         return EXIT_OK
     d = _job_dict(store, job)
     if args.json:
-        d["tasks"] = (
-            [
-                {
-                    "kind": t.kind,
-                    "path": t.rel,
-                    "source": t.src,
-                    "destination": t.dst,
-                    "state": t.state,
-                    "verified": t.verified,
-                    "level": t.level,
-                    "evidence": [e.value for e in t.evidence],
-                    "skip_reason": t.skip_reason,
-                    "error_kind": t.error_kind,
-                    "hash_algo": t.hash_algo,
-                    "hash": t.hash,
-                    "attempts": t.attempts,
-                    "error": t.error,
-                }
-                for t in store.tasks(job.id)
+        if args.files:
+            d["tasks"] = [_task_json(t) for t in store.tasks(job.id)]
+        else:
+            d["tasks"] = [
+                {"path": t.rel, "state": t.state, "error": t.error} for t in store.tasks(job.id, states=("failed",))
             ]
-            if args.files
-            else [{"path": t.rel, "state": t.state, "error": t.error} for t in store.tasks(job.id, states=("failed",))]
-        )
         print(json.dumps(d, indent=2))
         return EXIT_OK
-    opts = job.options
-    print(f"Job {job.id}: {job.state}" + (f" — {job.message}" if job.message else ""))
-    print(f"  from:     {', '.join(tc.escape_name(s) for s in job.sources)}")
-    print(f"  to:       {tc.escape_name(job.dest)}")
-    print(f"  created:  {d['created']}")
-    print(
-        f"  options:  verify {opts.verify}, on conflict {opts.on_conflict}"
+    _print_job(store, job, d)
+    if args.files:
+        _print_files(store, job)
+    else:
+        _print_failures(store, job)
+    return EXIT_OK
+
+
+def _task_json(t: Task) -> dict[str, Any]:
+    return {
+        "kind": t.kind,
+        "path": t.rel,
+        "source": t.src,
+        "destination": t.dst,
+        "state": t.state,
+        "verified": t.verified,
+        "level": t.level,
+        "evidence": [e.value for e in t.evidence],
+        "skip_reason": t.skip_reason,
+        "error_kind": t.error_kind,
+        "hash_algo": t.hash_algo,
+        "hash": t.hash,
+        "attempts": t.attempts,
+        "error": t.error,
+    }
+
+
+def _options_text(opts: JobOptions) -> str:
+    return (
+        f"verify {opts.verify}, on conflict {opts.on_conflict}"
         + (", recursive" if opts.recursive else "")
         + (f", bwlimit {format_size(opts.bwlimit)}/s" if opts.bwlimit else "")
         + (f", window {opts.window}" if opts.window else "")
         + (f", start at {datetime.fromtimestamp(opts.start_at):%Y-%m-%d %H:%M}" if opts.start_at else "")
     )
+
+
+def _print_job(store: Store, job: Job, d: dict[str, Any]) -> None:
+    """``ferry queue show``'s summary of one job, before its files."""
+    print(f"Job {job.id}: {job.state}" + (f" — {job.message}" if job.message else ""))
+    print(f"  from:     {', '.join(tc.escape_name(s) for s in job.sources)}")
+    print(f"  to:       {tc.escape_name(job.dest)}")
+    print(f"  created:  {d['created']}")
+    print(f"  options:  {_options_text(job.options)}")
     print(
         f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
         f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}"
@@ -274,20 +291,26 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
     counts = store.outcome_counts(job.id)
     if counts.total:
-        print("  outcome:  " + describe_counts(counts, opts.hash_algo))
-    for shown, t in enumerate(store.tasks(job.id, states=None if args.files else ("failed",))):
-        if args.files:
-            note = f"  ({t.error})" if t.error else ""
-            how = t.level or t.skip_reason or t.error_kind or ""
-            print(f"  {t.state:9} {how:16} {tc.escape_name(t.rel)}  {t.verified or ''}{note}".rstrip())
-            continue
+        print("  outcome:  " + describe_counts(counts, job.options.hash_algo))
+
+
+def _print_files(store: Store, job: Job) -> None:
+    """``--files``: every file, with how far it was checked (or why it was skipped or failed)."""
+    for t in store.tasks(job.id, states=None):
+        note = f"  ({t.error})" if t.error else ""
+        how = t.level or t.skip_reason or t.error_kind or ""
+        print(f"  {t.state:9} {how:16} {tc.escape_name(t.rel)}  {t.verified or ''}{note}".rstrip())
+
+
+def _print_failures(store: Store, job: Job) -> None:
+    """The failed files and why, the first 50 of them."""
+    for shown, t in enumerate(store.tasks(job.id, states=("failed",))):
         if shown == 0:
             print("  failures:")
         if shown >= 50:
             print("    … ('ferry queue show --files' lists everything)")
             break
         print(f"    {tc.escape_name(t.rel)}: {t.error}")
-    return EXIT_OK
 
 
 def _targets(store: Store, args: argparse.Namespace, states: tuple[str, ...]) -> list[int]:

@@ -82,6 +82,26 @@ def display_name(name: str) -> str:
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
 
 
+def row_texts(e: Entry) -> tuple[str, str, str, str]:
+    """What the four columns show for ``e``."""
+    return (
+        display_name(e.name),
+        "" if e.is_dir else format_size(e.size),
+        e.mtime.astimezone().strftime("%Y-%m-%d %H:%M") if e.mtime else "",
+        kind_text(e),
+    )
+
+
+def tooltip(e: Entry, column: int) -> str | None:
+    if column == MODIFIED and e.mtime:
+        return e.mtime.astimezone().isoformat(sep=" ", timespec="seconds")
+    if column == SIZE and e.size is not None:
+        return f"{e.size:,} bytes"
+    if column == NAME and e.link_target:
+        return f"Link to {e.link_target}"
+    return None
+
+
 def _sort_key(column: int) -> Callable[[Entry], tuple[object, ...]]:
     # Folders first in every order, as file managers do.
     if column == SIZE:
@@ -148,28 +168,16 @@ class ListingModel(QAbstractItemModel):
             return None
         e = self._rows[index.row()]
         col = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            if col == NAME:
-                return display_name(e.name)
-            if col == SIZE:
-                return "" if e.is_dir else format_size(e.size)
-            if col == MODIFIED:
-                return e.mtime.astimezone().strftime("%Y-%m-%d %H:%M") if e.mtime else ""
-            return kind_text(e)
+        if role == DISPLAY:
+            return self._display_row(index.row())[col]
         if role == Qt.ItemDataRole.EditRole and col == NAME:
             return e.name
-        if role == Qt.ItemDataRole.DecorationRole and col == NAME:
+        if role == DECORATION and col == NAME:
             return self._icons.get(e.kind)
         if role == Qt.ItemDataRole.ToolTipRole:
-            if col == MODIFIED and e.mtime:
-                return e.mtime.astimezone().isoformat(sep=" ", timespec="seconds")
-            if col == SIZE and e.size is not None:
-                return f"{e.size:,} bytes"
-            if col == NAME and e.link_target:
-                return f"Link to {e.link_target}"
-            return None
-        if role == Qt.ItemDataRole.TextAlignmentRole and col == SIZE:
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            return tooltip(e, col)
+        if role == ALIGN and col == SIZE:
+            return RIGHT
         if role == EntryRole:
             return e
         return None
@@ -218,13 +226,7 @@ class ListingModel(QAbstractItemModel):
         if cached is None or cached[0] is not e:
             if len(self._display) > 4096:
                 self._display.clear()
-            text = (
-                display_name(e.name),
-                "" if e.is_dir else format_size(e.size),
-                e.mtime.astimezone().strftime("%Y-%m-%d %H:%M") if e.mtime else "",
-                kind_text(e),
-            )
-            cached = self._display[id(e)] = (e, text)
+            cached = self._display[id(e)] = (e, row_texts(e))
         return cached[1]
 
     def flags(self, index: Index) -> Qt.ItemFlag:

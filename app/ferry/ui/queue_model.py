@@ -21,6 +21,7 @@ from PySide6.QtCore import (
 from PySide6.QtGui import QBrush, QColor
 
 from ferry.core.errors import Action
+from ferry.core.hashing import VERIFY_MODES, VerifyMode
 from ferry.core.outcomes import describe_counts
 from ferry.core.units import format_duration, format_rate, format_size
 from ferry.ui.queue_service import FileRow, JobRow, QueueSnapshot
@@ -90,6 +91,59 @@ def fix_for(action: Action | None, failed: bool = True) -> tuple[Action, str] | 
     if action is None or action is Action.NONE:
         return (Action.RETRY, _FIX_WORDS[Action.RETRY]) if failed else None
     return action, _FIX_WORDS.get(action, "Retry")
+
+
+# ---- a job row's text, one function per column ----
+
+
+def _job_title(j: JobRow) -> str:
+    if j.watch is not None:  # the counters first: the paths are in the tooltip
+        return f"#{j.id}  {watch_text(j, TITLE)}"
+    return f"#{j.id}  {j.title}"
+
+
+def _job_state(j: JobRow) -> str:
+    if j.watch is not None:
+        return watch_text(j, STATE)
+    state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
+    msg = gui_message(j.id, j.message)
+    return f"{state}: {msg}" if msg and j.state in ("failed", "paused") else state
+
+
+def _job_files(j: JobRow) -> str:
+    failed = f", {j.files_failed:,} failed" if j.files_failed else ""
+    return f"{j.files_done:,} / {j.files_total:,}{'' if j.planned else '+'}{failed}"
+
+
+def _job_verification(j: JobRow) -> str:
+    if j.outcomes is None:  # not finished: what the job will check
+        return _VERIFIED.get(j.verify, j.verify)
+    # Finished: what was reached, from the typed outcomes; which modes hash is the engine's to say.
+    algo = VerifyMode(j.verify).hash_algo if j.verify in VERIFY_MODES else None
+    return describe_counts(j.outcomes, algo)
+
+
+_JOB_TEXT: dict[int, Callable[[JobRow], str]] = {
+    TITLE: _job_title,
+    STATE: _job_state,
+    PROGRESS: lambda j: f"{j.fraction * 100:.0f}%",
+    BYTES: lambda j: f"{format_size(j.bytes_done)} / {format_size(j.bytes_total)}",
+    FILES: _job_files,
+    SPEED: lambda j: format_rate(j.speed) if j.state == "running" else "",
+    ETA: lambda j: format_duration(j.eta) if j.eta is not None else "",
+    VERIFY: _job_verification,
+}
+
+
+def _job_tooltip(j: JobRow, col: int) -> str | None:
+    if col == STATE and j.message:
+        return gui_message(j.id, j.message)
+    if col == TITLE:
+        lines = [*j.sources, f"→ {j.dest}"]
+        if j.watch is not None:
+            lines.insert(0, "Folder watch: " + watch_text(j, TITLE))
+        return "\n".join(lines)
+    return None
 
 
 class QueueModel(QAbstractItemModel):
@@ -226,39 +280,10 @@ class QueueModel(QAbstractItemModel):
 
     def _job_data(self, j: JobRow, col: int, role: int) -> object:
         if role == Qt.ItemDataRole.DisplayRole:
-            if col == TITLE:
-                if j.watch is not None:  # the counters first: the paths are in the tooltip
-                    return f"#{j.id}  {watch_text(j, TITLE)}"
-                return f"#{j.id}  {j.title}"
-            if j.watch is not None and col == STATE:
-                return watch_text(j, col)
-            if col == STATE:
-                state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
-                msg = gui_message(j.id, j.message)
-                return f"{state}: {msg}" if msg and j.state in ("failed", "paused") else state
-            if col == PROGRESS:
-                return f"{j.fraction * 100:.0f}%"
-            if col == BYTES:
-                return f"{format_size(j.bytes_done)} / {format_size(j.bytes_total)}"
-            if col == FILES:
-                failed = f", {j.files_failed:,} failed" if j.files_failed else ""
-                return f"{j.files_done:,} / {j.files_total:,}{'' if j.planned else '+'}{failed}"
-            if col == SPEED:
-                return format_rate(j.speed) if j.state == "running" else ""
-            if col == ETA:
-                return format_duration(j.eta) if j.eta is not None else ""
-            if col == VERIFY:
-                if j.outcomes is not None:  # finished: what was reached, from the typed outcomes
-                    return describe_counts(j.outcomes, j.verify if j.verify in ("sha256", "blake3") else None)
-                return _VERIFIED.get(j.verify, j.verify)
+            text = _JOB_TEXT.get(col)
+            return None if text is None else text(j)
         if role == Qt.ItemDataRole.ToolTipRole:
-            if col == STATE and j.message:
-                return gui_message(j.id, j.message)
-            if col == TITLE:
-                lines = [*j.sources, f"→ {j.dest}"]
-                if j.watch is not None:
-                    lines.insert(0, "Folder watch: " + watch_text(j, TITLE))
-                return "\n".join(lines)
+            return _job_tooltip(j, col)
         if role == Qt.ItemDataRole.ForegroundRole and (j.state == "failed" or (col == FILES and j.files_failed)):
             return QBrush(QColor("#c62828"))
         if role == FractionRole:

@@ -308,54 +308,55 @@ class SiteManagerDialog(QDialog):
         if not name:
             raise UsageError("Give the site a name")
         kind = str(self.kind.currentData())
-        opts: dict[str, str] = {}
-        secrets: dict[str, str] = {}
-        if kind == "sftp":
-            host = self.host.text().strip()
-            if not host:
-                raise UsageError("Give the host name")
-            user = self.user.text().strip()
-            port = self.port.value()
-            path = self.sftp_path.text().strip()
-            netloc = (
-                (f"{user}@" if user else "")
-                + (f"[{host}]" if ":" in host else host)
-                + (f":{port}" if port != 22 else "")
-            )
-            address = f"sftp://{netloc}" + (("" if path.startswith("/") else "/~/") + path if path else "")
-            if self.key.text().strip():
-                opts["identity_file"] = self.key.text().strip()
-            if self.jump.text().strip():
-                opts["proxy_jump"] = self.jump.text().strip()
-            if self.password.text():
-                secrets["password"] = self.password.text()
-        elif kind == "s3":
-            bucket = self.bucket.text().strip()
-            if not bucket:
-                raise UsageError("Give the bucket name")
-            prefix = self.prefix.text().strip().strip("/")
-            address = f"s3://{bucket}/" + (f"{prefix}/" if prefix else "")
-            for key, w in (
+        fields = {"sftp": self._sftp_fields, "s3": self._s3_fields, "globus": self._globus_fields}
+        address, opts, secrets = fields.get(kind, self._local_fields)()
+        return name, address, opts, secrets
+
+    def _sftp_fields(self) -> tuple[str, dict[str, str], dict[str, str]]:
+        host = self.host.text().strip()
+        if not host:
+            raise UsageError("Give the host name")
+        user = self.user.text().strip()
+        port = self.port.value()
+        path = self.sftp_path.text().strip()
+        netloc = (
+            (f"{user}@" if user else "") + (f"[{host}]" if ":" in host else host) + (f":{port}" if port != 22 else "")
+        )
+        address = f"sftp://{netloc}" + (("" if path.startswith("/") else "/~/") + path if path else "")
+        opts = _filled((("identity_file", self.key), ("proxy_jump", self.jump)))
+        secrets = {"password": self.password.text()} if self.password.text() else {}
+        return address, opts, secrets
+
+    def _s3_fields(self) -> tuple[str, dict[str, str], dict[str, str]]:
+        bucket = self.bucket.text().strip()
+        if not bucket:
+            raise UsageError("Give the bucket name")
+        prefix = self.prefix.text().strip().strip("/")
+        address = f"s3://{bucket}/" + (f"{prefix}/" if prefix else "")
+        opts = _filled(
+            (
                 ("profile", self.profile),
-                ("endpoint_url", self.endpoint),  # option names as backends/s3_client.py reads them
+                ("endpoint_url", self.endpoint),  # option names as the S3 backend's client reads them
                 ("region", self.region),
                 ("access_key_id", self.access_key),
-            ):
-                if w.text().strip():
-                    opts[key] = w.text().strip()
-            if self.secret_key.text():
-                secrets["password"] = self.secret_key.text()  # the site's secret: the S3 secret key
-        elif kind == "globus":
-            coll = self.collection.text().strip()
-            if not coll:
-                raise UsageError("Give the collection's id")
-            path = self.globus_path.text().strip()
-            address = f"globus://{coll}" + (path if path.startswith("/") else f"/{path}" if path else "/")
-        else:
-            address = self.local_path.text().strip()
-            if not address:
-                raise UsageError("Choose a folder")
-        return name, address, opts, secrets
+            )
+        )
+        # The site's secret: the S3 secret key.
+        secrets = {"password": self.secret_key.text()} if self.secret_key.text() else {}
+        return address, opts, secrets
+
+    def _globus_fields(self) -> tuple[str, dict[str, str], dict[str, str]]:
+        coll = self.collection.text().strip()
+        if not coll:
+            raise UsageError("Give the collection's id")
+        path = self.globus_path.text().strip()
+        return f"globus://{coll}" + (path if path.startswith("/") else f"/{path}" if path else "/"), {}, {}
+
+    def _local_fields(self) -> tuple[str, dict[str, str], dict[str, str]]:
+        address = self.local_path.text().strip()
+        if not address:
+            raise UsageError("Choose a folder")
+        return address, {}, {}
 
     def save(self) -> bool:
         try:
@@ -487,3 +488,8 @@ class SiteManagerDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, "Choose a private key", "~/.ssh")
         if path:
             self.key.setText(path)
+
+
+def _filled(fields: tuple[tuple[str, QLineEdit], ...]) -> dict[str, str]:
+    """Option name -> the field's text, for the fields not left empty."""
+    return {key: w.text().strip() for key, w in fields if w.text().strip()}
