@@ -35,29 +35,27 @@ GUI use::
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 
-from ferry.backends.base import Backend, Entry, Kind
+from ferry.backends.base import Backend, Entry
 from ferry.core.address import Address
-from ferry.core.errors import FerryError, NotFound, UsageError, describe
+from ferry.core.errors import FerryError, NotFound, UsageError
 from ferry.core.outcomes import Level
-from ferry.transfers import move, watch_live
-from ferry.transfers import watch_inotify as wi
+from ferry.transfers import watch_live
 from ferry.transfers.copy import AskFn
 from ferry.transfers.options import JobOptions
-from ferry.transfers.planner import mtime_us, unsafe_reason
+from ferry.transfers.planner import mtime_us
 from ferry.transfers.scheduler import Listener, NullListener, RunConfig, Runner
 from ferry.transfers.store import NewTask, Store, Task, TaskResult, runner_id
-from ferry.transfers.watch_inotify import Event, Inotify, InotifyUnavailable
+from ferry.transfers.watch_delete import Deleter
+from ferry.transfers.watch_detect import Candidate, Detector
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +64,6 @@ SPEC_KEY = "watch"
 COUNTERS_KEY = "watch.counters"
 SAFETY_RESCAN = 30.0  # with inotify: a full rescan this often anyway (lost events, NFS)
 PERSIST_EVERY = 1.0
-SWEEP_EVERY = 10.0  # look for finished tasks the listener did not report (another runner, restart)
 
 
 @dataclass(frozen=True)
@@ -132,19 +129,6 @@ def is_watch_job(store: Store, job_id: int) -> bool:
     return store.job_value(job_id, SPEC_KEY) is not None
 
 
-@dataclass
-class _Candidate:
-    path: str
-    rel: str
-    size: int | None
-    mtime_us: int | None
-    changed_at: float  # wall clock of the last change we know of
-    closed: bool = False  # the writer closed it (inotify) and has not modified it since
-    closed_at: float = 0.0
-    renamed: bool = False  # completed by a rename into place (shorter grace than a close)
-    requeue: int | None = None  # task id: a rewritten file already shipped once
-
-
 @dataclass(frozen=True)
 class WatchResult:
     job_id: int
@@ -154,7 +138,14 @@ class WatchResult:
 
 
 class Watcher:
-    """Feeds one live job from a folder and runs it in this process."""
+    """Feeds one live job from a folder and runs it in this process.
+
+    It supervises: it finds or creates the job, runs the job's runner (again after a pause is
+    lifted or the job failed to start), turns complete files into tasks, and ends by an until
+    condition or :meth:`stop`. Which files are complete is the :class:`Detector`'s to say
+    (:mod:`ferry.transfers.watch_detect`); removing verified sources is the :class:`Deleter`'s
+    (:mod:`ferry.transfers.watch_delete`), on its own thread.
+    """
 
     def __init__(
         self,
@@ -169,17 +160,7 @@ class Watcher:
         on_message: Callable[[str], None] | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if spec.settle <= 0:
-            raise UsageError("The settle time must be longer than zero")
-        if spec.allow_size_only_delete and not spec.delete_after_verify:
-            raise UsageError("--allow-size-only-delete only makes sense with --delete-after-verify")
-        if spec.delete_after_verify and spec.options.verify == "none":
-            raise UsageError("--delete-after-verify needs verification: --verify none would delete unchecked files")
-        if spec.delete_after_verify and spec.options.verify == "size" and not spec.allow_size_only_delete:
-            raise UsageError(
-                "--delete-after-verify deletes only files verified by checksum, and --verify size compares sizes "
-                "only; add --allow-size-only-delete to delete on matching sizes anyway"
-            )
+        _check_spec(spec)
         self.spec = spec
         self.store = store or Store()
         self.parallel = parallel
@@ -192,30 +173,23 @@ class Watcher:
         self.pool = watch_live.LentPool()  # scanning, deleting and every runner share the logins
         self.job_id = 0
         self.runner: Runner | None = None
+        self.detector: Detector | None = None  # from start()
+        self.deleter: Deleter | None = None  # from start()
         self._runner_thread: threading.Thread | None = None
         self._thread: threading.Thread | None = None
-        self._deleter: threading.Thread | None = None
         self._heartbeat: watch_live.Heartbeat | None = None
         self._stop = threading.Event()
         self._stop_drain = False
         self._finished = threading.Event()
         self._lock = threading.Lock()
-        self._pending: dict[str, _Candidate] = {}
-        self._known: dict[str, tuple[int, int | None, int | None]] = {}  # src -> (task id, size, mtime_us)
-        self._finished_at: dict[int, float] = {}  # task id -> when we learned it finished
-        self._deletions: queue.Queue[int | None] = queue.Queue()
-        self._handled: set[int] = set()  # done tasks whose source we have dealt with
-        self._persisted = WatchCounters()
+        self._persisted = WatchCounters()  # what an earlier run of this watch counted
         self._verified = 0
         self._state = "starting"
         self._reason = ""
         self._final_state = ""
         self._error: BaseException | None = None
-        self._inotify: Inotify | None = None
-        self._delete_lock = threading.Lock()
         self._retry_at = 0.0
         self._retry_delay = 1.0
-        self._last_activity = clock()
         self._markers: list[str] = [os.path.abspath(spec.until_file)] if spec.until_file else []
 
     # ------------------------------------------------------------ public
@@ -242,16 +216,39 @@ class Watcher:
             sort_keys=True,
         )
         self.job_id = self._job_for(key, canonical(src_addr), canonical(dst_addr))
-        self._load_known()
+        detector = self.detector = Detector(
+            spec,
+            self.src,
+            self.src_root,
+            lock=self._lock,
+            clock=self.clock,
+            on_message=self.on_message,
+            markers=self._markers,
+            vanished=self._persisted.vanished,
+        )
+        self.deleter = Deleter(
+            self.store,
+            self.job_id,
+            self.src,
+            self.dst,
+            enabled=spec.delete_after_verify,
+            allow_size_only=spec.allow_size_only_delete,
+            clock=self.clock,
+            on_message=self.on_message,
+            on_deleted=lambda: self._persist(force=True),
+            on_done_seen=lambda task_id, at: detector.finished_at.setdefault(task_id, at),
+            deleted=self._persisted.deleted,
+            kept=self._persisted.kept,
+        )
+        self._load_known(detector, self.deleter)
         self._heartbeat = watch_live.Heartbeat(self.store, self.job_id)
         self._heartbeat.start()
         self._start_runner()
-        self._use_inotify()
+        detector.use_inotify()
         self._thread = threading.Thread(target=self._main, name=f"ferry-watch-{self.job_id}", daemon=True)
-        self._deleter = threading.Thread(target=self._delete_loop, name=f"ferry-watch-del-{self.job_id}", daemon=True)
         self._state = "watching"
         self._thread.start()
-        self._deleter.start()
+        self.deleter.start(f"ferry-watch-del-{self.job_id}")
         return self.job_id
 
     def stop(self, *, drain: bool = False) -> None:
@@ -278,21 +275,22 @@ class Watcher:
     def counters(self) -> WatchCounters:
         """A snapshot for a progress line or the GUI (a few small queries; call it a few times a second)."""
         c = self.store.counts(self.job_id) if self.job_id else None
+        detector, deleter, p = self.detector, self.deleter, self._persisted
         with self._lock:
-            pending = len(self._pending)
-            known = len(self._known)
-        p = self._persisted
+            pending = len(detector.pending) if detector is not None else 0
+            known = len(detector.known) if detector is not None else 0
+            vanished = detector.vanished if detector is not None else p.vanished
         return WatchCounters(
-            seen=known + pending + p.vanished,
+            seen=known + pending + vanished,
             pending=pending,
             queued=(c.count("queued") + c.count("running")) if c else 0,
             shipped=c.count("done") if c else 0,
             verified=self._verified,
             skipped=c.count("skipped") if c else 0,
-            deleted=p.deleted,
-            kept=p.kept,
+            deleted=deleter.deleted if deleter is not None else p.deleted,
+            kept=deleter.kept if deleter is not None else p.kept,
             failed=c.count("failed") if c else 0,
-            vanished=p.vanished,
+            vanished=vanished,
             bytes_shipped=c.size("done") if c else 0,
             state=self._state,
             updated=self.clock(),
@@ -366,31 +364,18 @@ class Watcher:
         watch_live.open_feed(store, job_id)
         return job_id
 
-    def _load_known(self) -> None:
+    def _load_known(self, detector: Detector, deleter: Deleter) -> None:
         now = self.clock()
         verified = 0
         for t in self.store.tasks(self.job_id, kinds=("file",)):
-            self._known[t.src] = (t.id, t.size, t.mtime_us)
+            detector.known[t.src] = (t.id, t.size, t.mtime_us)
             if t.state not in ("queued", "running"):
-                self._finished_at[t.id] = now
+                detector.finished_at[t.id] = now
             if t.state == "done" and _checksum_verified(t):
                 verified += 1
-            if t.state == "done" and self.spec.delete_after_verify:
-                self._deletions.put(t.id)  # a crash may have come between verification and deletion
+            if t.state == "done":
+                deleter.put(t.id)  # a crash may have come between verification and deletion
         self._verified = verified
-
-    def _use_inotify(self) -> None:
-        if not (self.spec.use_inotify and self.src.scheme == "local"):
-            return
-        try:
-            ino = Inotify()
-        except InotifyUnavailable as exc:
-            log.info("inotify unavailable, polling: %s", exc)
-            return
-        if not ino.add(self.src_root):
-            ino.close()
-            return
-        self._inotify = ino
 
     def _start_runner(self) -> None:
         config = RunConfig(
@@ -412,9 +397,8 @@ class Watcher:
             self._wake()
 
     def _wake(self) -> None:
-        ino = self._inotify
-        if ino is not None:
-            ino.wake()
+        if self.detector is not None:
+            self.detector.wake()
 
     # ------------------------------------------------------------ the loop
     def _main(self) -> None:
@@ -425,55 +409,38 @@ class Watcher:
             self._error = exc
             self._halt_runner()
         finally:
-            self._deletions.put(None)
-            if self._deleter is not None:
-                self._deleter.join()
+            if self.deleter is not None:
+                self.deleter.finish()
             self._persist(force=True)
             if self._heartbeat is not None:
                 self._heartbeat.stop()
-            ino = self._inotify
-            if ino is not None:
-                ino.close()
+            if self.detector is not None:
+                self.detector.close()
             self.pool.release()
             self._finished.set()
 
-    def _tick(self) -> float:
-        # Often enough to notice settling promptly; rarely enough to cost nothing on a quiet folder.
-        return min(1.0, max(0.05, self.spec.settle / 4))
-
-    def _grace(self, cand: _Candidate) -> float:
-        return self.spec.rename_grace if cand.renamed else self.spec.close_grace
-
-    def _next_timeout(self) -> float:
-        """Sleep until the next candidate may be complete (events wake us earlier), at most a tick."""
-        now = self.clock()
-        soonest = self._tick()
-        with self._lock:
-            for c in self._pending.values():
-                due = c.closed_at + self._grace(c) if c.closed else c.changed_at + self.spec.settle
-                soonest = min(soonest, due - now)
-        return max(0.05, soonest)  # a file that cannot be statted must not make this spin
-
     def _loop(self) -> None:
         spec = self.spec
-        self._scan_all()
+        detector = self.detector
+        assert detector is not None
+        detector.scan_all()
         last_scan = last_persist = self.clock()
         while not self._stop.is_set():
-            ino = self._inotify
+            ino = detector.inotify
             if ino is not None:
-                self._handle_events(ino.read(self._next_timeout()))
+                detector.handle_events(ino.read(detector.next_timeout()))
                 if ino.overflowed:
                     ino.overflowed = False
-                    self._scan_all()
+                    detector.scan_all()
                     last_scan = self.clock()
             else:
-                self._stop.wait(self._tick())
+                self._stop.wait(detector.tick())
             now = self.clock()
             rescan = SAFETY_RESCAN if ino is not None else min(2.0, max(0.1, spec.settle / 2))
             if now - last_scan >= rescan:
-                self._scan_all()
+                detector.scan_all()
                 last_scan = now
-            self._settle(now)
+            self._queue(detector.settle(now))
             if now - last_persist >= PERSIST_EVERY:
                 self._persist()
                 last_persist = now
@@ -481,12 +448,13 @@ class Watcher:
                 return
             if any(os.path.exists(m) for m in self._markers):
                 # The writer says it is done: everything still waiting is complete now.
-                self._scan_all()
-                self._settle(self.clock(), flush=True)
+                detector.scan_all()
+                self._queue(detector.settle(self.clock(), flush=True))
                 self._reason = "until-file"
                 self._stop_drain = True
                 break
-            if spec.until_idle is not None and not self._pending and now - self._last_activity >= spec.until_idle:
+            idle = now - detector.last_activity
+            if spec.until_idle is not None and not detector.pending and idle >= spec.until_idle:
                 self._reason = "until-idle"
                 self._stop_drain = True
                 break
@@ -504,7 +472,8 @@ class Watcher:
                 # Paused and resumed meanwhile, or the runner stopped: run once more to the end.
                 self._start_runner()
                 self._wait_runner()
-            self._sweep_deletions()
+            if self.deleter is not None:
+                self.deleter.sweep()
             self._final_state = self.store.job(self.job_id).state
             self._state = "finished" if self._final_state == "done" else self._final_state
         else:
@@ -573,184 +542,18 @@ class Watcher:
             self._start_runner()
         return True
 
-    # ------------------------------------------------------------ seeing files
-    def _wanted(self, name: str, path: str | None = None) -> bool:
-        if name.endswith(".ferry-part") or name.endswith(".ferry-tmp"):
-            return False
-        if path is not None and self._markers and os.path.abspath(path) in self._markers:
-            return False  # the --until marker is a signal to the watch, not data
-        if self.spec.patterns:
-            return any(fnmatch.fnmatchcase(name, p) for p in self.spec.patterns)
-        return not name.startswith(".")  # hidden names are writers' temporary files by convention
-
-    def _scan_all(self) -> None:
-        found: dict[str, tuple[str, Entry]] = {}
-        stack: list[tuple[str, str]] = [(self.src_root, "")]
-        ino = self._inotify
-        while stack:
-            folder, rel = stack.pop()
-            try:
-                entries = list(self.src.list(folder))
-            except NotFound:
-                continue
-            except FerryError as exc:
-                self.on_message(f"cannot list {self.src.display(folder)}: {describe(exc)}")
-                continue
-            for e in entries:
-                r = f"{rel}/{e.name}" if rel else e.name
-                if e.kind is Kind.DIR:
-                    if self.spec.recursive and not e.name.startswith(".") and unsafe_reason(e.name) is None:
-                        if ino is not None:
-                            ino.add(e.path)
-                        stack.append((e.path, r))
-                elif e.kind is Kind.FILE and self._wanted(e.name, e.path):
-                    found[e.path] = (r, e)
-        now = self.clock()
-        with self._lock:
-            for path in [p for p in self._pending if p not in found]:
-                self._vanish(path)
-            for path, (r, e) in found.items():
-                self._observe(path, r, e, now)
-
-    def _observe(self, path: str, rel: str, e: Entry, now: float) -> None:
-        """Record what a listing or stat showed (holding ``_lock``)."""
-        mt = mtime_us(e.mtime)
-        cand = self._pending.get(path)
-        if cand is None:
-            known = self._known.get(path)
-            requeue = None
-            if known is not None:
-                task_id, size, kmt = known
-                finished = self._finished_at.get(task_id)
-                if finished is None or (size == e.size and kmt == mt):
-                    return  # queued or in transfer (the copier reads it fresh), or unchanged
-                if mt is not None and mt / 1e6 <= finished:
-                    return  # last written before it was shipped
-                requeue = task_id
-            reason = unsafe_reason(e.name)
-            if reason:
-                return
-            changed = now
-            if self.src.scheme == "local" and mt is not None:
-                # Untouched for long already (found at start, or moved in with its old time): no
-                # need to wait the whole settle time again, only long enough to see it is not
-                # growing (a copier that set an old time first would otherwise be caught).
-                confirm = min(self.spec.settle, 1.0)
-                changed = max(min(now, mt / 1e6), now - self.spec.settle + confirm)
-            self._pending[path] = _Candidate(path, rel, e.size, mt, changed, requeue=requeue)
-            self._last_activity = now
+    # ------------------------------------------------------------ complete files become tasks
+    def _queue(self, ready: list[tuple[Candidate, Entry]]) -> None:
+        if not ready:
             return
-        if (cand.size, cand.mtime_us) != (e.size, mt):
-            cand.size, cand.mtime_us = e.size, mt
-            if not cand.closed:
-                cand.changed_at = now
-            self._last_activity = now
-
-    def _vanish(self, path: str) -> None:
-        if self._pending.pop(path, None) is not None:
-            p = self._persisted
-            self._persisted = replace(p, vanished=p.vanished + 1)
-
-    def _handle_events(self, events: list[Event]) -> None:
-        if not events:
-            return
-        now = self.clock()
-        for ev in events:
-            path = ev.path
-            if ev.name == "":
-                if ev.mask & (wi.IN_DELETE_SELF | wi.IN_MOVE_SELF):
-                    if ev.folder == self.src_root:
-                        self.on_message(f"the watched folder {self.src_root} was removed or moved")
-                    ino = self._inotify
-                    if ino is not None:
-                        ino.forget(ev.folder)
-                continue
-            if ev.is_dir:
-                if self.spec.recursive and ev.mask & (wi.IN_CREATE | wi.IN_MOVED_TO) and not ev.name.startswith("."):
-                    ino = self._inotify
-                    if ino is not None:
-                        ino.add(path)
-                    self._scan_all()  # files written before the watch was added
-                elif ev.mask & (wi.IN_DELETE | wi.IN_MOVED_FROM):
-                    with self._lock:
-                        prefix = path.rstrip(os.sep) + os.sep
-                        for p in [p for p in self._pending if p.startswith(prefix)]:
-                            self._vanish(p)
-                continue
-            if not self._wanted(ev.name, path):
-                continue
-            with self._lock:
-                if ev.mask & (wi.IN_DELETE | wi.IN_MOVED_FROM):
-                    self._vanish(path)
-                    continue
-                cand = self._pending.get(path)
-            if cand is None:
-                try:
-                    e = self.src.stat(path)
-                except FerryError:
-                    continue
-                if e.kind is not Kind.FILE:
-                    continue
-                rel = os.path.relpath(path, self.src_root).replace(os.sep, "/")
-                with self._lock:
-                    self._observe(path, rel, e, now)
-                    cand = self._pending.get(path)
-                    if cand is not None and ev.mask & wi.IN_CREATE:
-                        cand.changed_at = now  # just created: its mtime says nothing yet
-            if cand is None:
-                continue
-            with self._lock:
-                if ev.mask & wi.IN_MODIFY:
-                    cand.closed = cand.renamed = False
-                    cand.changed_at = now
-                if ev.mask & (wi.IN_CLOSE_WRITE | wi.IN_MOVED_TO):
-                    cand.closed = True
-                    cand.closed_at = now
-                    cand.renamed = bool(ev.mask & wi.IN_MOVED_TO)
-                self._last_activity = now
-
-    def _settle(self, now: float, *, flush: bool = False) -> None:
-        """Queue the candidates that are complete (all of them with ``flush``)."""
-        with self._lock:
-            cands = list(self._pending.values())
-        ready: list[tuple[_Candidate, Entry]] = []
-        for cand in cands:
-            try:
-                e = self.src.stat(cand.path)
-            except NotFound:
-                with self._lock:
-                    self._vanish(cand.path)
-                continue
-            except FerryError:
-                continue
-            if e.kind is not Kind.FILE:
-                with self._lock:
-                    self._vanish(cand.path)
-                continue
-            with self._lock:
-                before = (cand.size, cand.mtime_us)
-                self._observe(cand.path, cand.rel, e, now)
-                if flush:
-                    ready.append((cand, e))
-                elif (cand.size, cand.mtime_us) != before and not cand.closed:
-                    continue
-                elif (cand.closed and now - cand.closed_at >= self._grace(cand)) or (
-                    now - cand.changed_at >= self.spec.settle
-                ):
-                    ready.append((cand, e))
-        if ready:
-            self._queue(ready)
-
-    def _queue(self, ready: list[tuple[_Candidate, Entry]]) -> None:
+        detector, deleter = self.detector, self.deleter
+        assert detector is not None and deleter is not None
         new: list[NewTask] = []
         for cand, e in ready:
             if cand.requeue is not None:
                 self.store.requeue_task(cand.requeue, e.size, mtime_us(e.mtime))
-                with self._lock:
-                    self._known[cand.path] = (cand.requeue, e.size, mtime_us(e.mtime))
-                    self._finished_at.pop(cand.requeue, None)
-                    self._handled.discard(cand.requeue)
-                    self._pending.pop(cand.path, None)
+                detector.shipped(cand.path, cand.requeue, e.size, mtime_us(e.mtime))
+                deleter.forget(cand.requeue)
                 continue
             parts = cand.rel.split("/")
             dst = self.dst.join(self.dst_root, *parts)
@@ -760,12 +563,8 @@ class Watcher:
         if runner is not None and added:
             runner.accounting.add_total(len(added), sum(t.size or 0 for t in added))
         ids = self._task_ids([t.src for t in new])
-        with self._lock:
-            for t in new:
-                task_id = ids.get(t.src)
-                if task_id is not None:
-                    self._known[t.src] = (task_id, t.size, t.mtime_us)
-                self._pending.pop(t.src, None)
+        for t in new:
+            detector.shipped(t.src, ids.get(t.src), t.size, t.mtime_us)
 
     def _task_ids(self, srcs: list[str]) -> dict[str, int]:
         if not srcs:
@@ -780,87 +579,17 @@ class Watcher:
                     break
         return out
 
-    # ------------------------------------------------------------ results and deletion
+    # ------------------------------------------------------------ results
     def _task_finished(self, task: Task | NewTask, result: TaskResult) -> None:
         if not isinstance(task, Task) or task.kind != "file":
             return
-        self._last_activity = self.clock()
-        self._finished_at[task.id] = self.clock()
+        if self.detector is not None:
+            self.detector.task_done(task.id, self.clock())
         if result.state == "done":
             if result.hash and result.level is Level.CHECKSUM:
                 self._verified += 1
-            if self.spec.delete_after_verify:
-                self._deletions.put(task.id)
-
-    def _delete_loop(self) -> None:
-        last_sweep = self.clock()
-        while True:
-            try:
-                task_id = self._deletions.get(timeout=1.0)
-            except queue.Empty:
-                task_id = -1
-            if task_id is None:
-                self._drain_deletions()
-                return
-            if task_id >= 0:
-                self._delete_if_verified(task_id)
-            if self.spec.delete_after_verify and self.clock() - last_sweep >= SWEEP_EVERY:
-                last_sweep = self.clock()
-                self._sweep_deletions()
-
-    def _drain_deletions(self) -> None:
-        while True:
-            try:
-                task_id = self._deletions.get_nowait()
-            except queue.Empty:
-                return
-            if task_id is not None and task_id >= 0:
-                self._delete_if_verified(task_id)
-
-    def _sweep_deletions(self) -> None:
-        if not self.spec.delete_after_verify:
-            return
-        for t in self.store.tasks(self.job_id, states=("done",), kinds=("file",)):
-            if t.id not in self._handled:
-                self._finished_at.setdefault(t.id, self.clock())
-                self._delete_if_verified(t.id)
-
-    def _delete_if_verified(self, task_id: int) -> None:
-        with self._delete_lock:  # the deleter thread and the final sweep never race on one file
-            self._delete_one(task_id)
-
-    def _delete_one(self, task_id: int) -> None:
-        """Remove a source whose copy is recorded verified, if it still is what was verified
-        (the rule Move jobs follow too: :func:`ferry.transfers.move.remove_source`)."""
-        if task_id in self._handled:
-            return
-        task = None
-        for _ in range(50):
-            # The scheduler reports a result just before writing it: wait for the row to say done.
-            task = self.store.task(task_id)
-            if task is None or task.state not in ("queued", "running"):
-                break
-            time.sleep(0.02)
-        if task is None or task.state != "done":
-            return
-        self._handled.add(task_id)
-        lowest = Level.SIZE if self.spec.allow_size_only_delete else Level.CHECKSUM
-        removal = move.remove_source(self.src, self.dst, task, lowest)
-        if removal.result is move.Removed.KEPT:
-            self._keep(f"kept {self.src.display(task.src)}: {removal.note}")
-            return
-        if removal.result is move.Removed.GONE:
-            return  # removed already (by us before a crash, or by someone else)
-        with self._lock:
-            p = self._persisted
-            self._persisted = replace(p, deleted=p.deleted + 1)
-        self._persist(force=True)
-
-    def _keep(self, message: str) -> None:
-        with self._lock:
-            p = self._persisted
-            self._persisted = replace(p, kept=p.kept + 1)
-        self.on_message(message)
+            if self.deleter is not None:
+                self.deleter.put(task.id)
 
     # ------------------------------------------------------------ persistence
     def _persist(self, force: bool = False) -> None:
@@ -871,6 +600,21 @@ class Watcher:
         except FerryError:
             if force:
                 raise
+
+
+def _check_spec(spec: WatchSpec) -> None:
+    """Refuse a watch that could delete sources without the verification the person asked for."""
+    if spec.settle <= 0:
+        raise UsageError("The settle time must be longer than zero")
+    if spec.allow_size_only_delete and not spec.delete_after_verify:
+        raise UsageError("--allow-size-only-delete only makes sense with --delete-after-verify")
+    if spec.delete_after_verify and spec.options.verify == "none":
+        raise UsageError("--delete-after-verify needs verification: --verify none would delete unchecked files")
+    if spec.delete_after_verify and spec.options.verify == "size" and not spec.allow_size_only_delete:
+        raise UsageError(
+            "--delete-after-verify deletes only files verified by checksum, and --verify size compares sizes "
+            "only; add --allow-size-only-delete to delete on matching sizes anyway"
+        )
 
 
 class _Feedback:
