@@ -25,6 +25,7 @@ import shutil
 import stat as stat_mod
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 
@@ -150,6 +151,37 @@ def _load_renameat2() -> Callable[..., int] | None:
 
 
 _renameat2 = _load_renameat2()
+
+
+class _OpenHow(ctypes.Structure):
+    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
+
+
+def _load_openat2() -> Callable[[int, bytes], int] | None:
+    """Linux's ``openat2`` (5.6+): a folder below a descriptor opened in one call that refuses
+    every symbolic link on the way (``RESOLVE_NO_SYMLINKS``) and never leaves the descriptor's
+    tree (``RESOLVE_BENEATH``). Returns the descriptor or ``-errno``; None where there is none,
+    and the folder-by-folder walk does the same job."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
+    fn.restype = ctypes.c_long
+    sys_openat2, resolve_no_symlinks, resolve_beneath = 437, 0x04, 0x08  # 437 on every architecture
+    how = _OpenHow(os.O_RDONLY | _DIRECTORY | os.O_CLOEXEC, 0, resolve_no_symlinks | resolve_beneath)
+    how_ref, how_size = ctypes.byref(how), ctypes.sizeof(how)
+
+    def openat2_dir(dir_fd: int, rel: bytes) -> int:
+        fd = int(fn(sys_openat2, dir_fd, rel, how_ref, how_size))
+        return fd if fd >= 0 else -ctypes.get_errno()
+
+    return openat2_dir
+
+
+_openat2 = _load_openat2()
 
 
 def rename_no_replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
@@ -316,14 +348,15 @@ class LocalWriter(Writer):
         dir_fd: int | None = None,
     ):
         folder, name = os.path.split(final_path)
+        partial = temp_name(name, token)
         self.final_path = final_path
-        self.temp_path = os.path.join(folder, temp_name(name, token))
+        self.temp_path = os.path.join(folder, partial)
         self.offset = 0
         self._closed = False
         self._ended = False  # committed or aborted: the partial's name means nothing any more
         self._dir = dir_fd
         # What the calls name: within the folder's descriptor, or the full paths without one.
-        self._final, self._temp = (name, temp_name(name, token)) if dir_fd is not None else (final_path, self.temp_path)
+        self._final, self._temp = (name, partial) if dir_fd is not None else (final_path, self.temp_path)
         try:
             fd = self._reopen() if resume else None
             if fd is None:
@@ -735,6 +768,12 @@ class ConfinedLocal(LocalBackend):
         # Longest first: a path is below the innermost root that holds it.
         self.roots = tuple(sorted(norm, key=len, reverse=True))
         self._prefixes = tuple((r, r if r.endswith(os.sep) else r + os.sep) for r in self.roots)
+        # Each root's descriptor, opened once and closed with the view (never while it is in
+        # use, so worker threads share them); one whose folder went is kept aside until then.
+        self._root_fds: dict[str, int] = {}
+        self._retired: list[int] = []
+        self._lock = threading.Lock()
+        weakref.finalize(self, _close_all, self._root_fds, self._retired)
 
     def _below(self, path: str) -> tuple[str, list[str]] | None:
         """(the root, the names from it down to ``path``), or None for a path below no root."""
@@ -753,19 +792,61 @@ class ConfinedLocal(LocalBackend):
         root, names = found
         return self._descend(root, names[:-1], create), names[-1]
 
+    def _root_fd(self, root: str, create: bool) -> int:
+        """The root's descriptor (links at and above it followed: the user's own path). With
+        ``create`` a root that was deleted meanwhile is made and opened again."""
+        fd = self._root_fds.get(root)
+        if fd is not None and not (create and os.fstat(fd).st_nlink == 0):
+            return fd
+        with self._lock:
+            fd = self._root_fds.get(root)
+            if fd is None or (create and os.fstat(fd).st_nlink == 0):
+                if fd is not None:
+                    self._retired.append(fd)
+                fd = self._root_fds[root] = _open_root(root, create)
+        return fd
+
     def _descend(self, root: str, names: list[str], create: bool) -> int:
-        """A descriptor of ``root/names...``, each folder below the root opened without following
-        a link (and made, with ``create``)."""
-        fd = _open_root(root, create)
+        """A descriptor of ``root/names...`` (the caller's to close), each folder below the root
+        opened without following a link (and made, with ``create``): in one ``openat2`` call where
+        the kernel has it, else (and to say which link is in the way, or to make what is missing)
+        folder by folder."""
+        global _openat2
+        top = self._root_fd(root, create)
+        if not names:
+            return os.dup(top)
+        if _openat2 is not None:
+            got = _openat2(top, os.fsencode(os.sep.join(names)))
+            if got >= 0:
+                return got
+            if got == -errno.ENOENT and not create:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.path.join(root, *names))
+            if got in (-errno.ENOSYS, -errno.EINVAL):
+                _openat2 = None  # an older kernel, or one that refuses it here: the walk from now on
+        fd = top
         try:
             for i, name in enumerate(names):
                 sub = _open_below(fd, name, create, root, names, i + 1)
-                os.close(fd)
+                if fd != top:
+                    os.close(fd)
                 fd = sub
         except BaseException:
-            os.close(fd)
+            if fd != top:
+                os.close(fd)
             raise
         return fd
+
+    def stat_or_none(self, path: str) -> Entry | None:
+        # Nothing at ``path`` as the system resolves it (links and all) means nothing there
+        # without following links either: one lstat answers a fresh copy's question. What is
+        # found is looked at again, folder by folder, without following any link.
+        try:
+            os.lstat(path)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            pass
+        return super().stat_or_none(path)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
         found = self._below(path)
@@ -786,6 +867,14 @@ class ConfinedLocal(LocalBackend):
         except OSError as exc:
             raise _map_error(exc, path) from exc
         return None
+
+
+def _close_all(fds: dict[str, int], retired: list[int]) -> None:
+    for fd in [*fds.values(), *retired]:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _open_root(root: str, create: bool) -> int:
