@@ -1,4 +1,4 @@
-"""Big files over the lean data paths (``ferry.backends.sftp.fastpath``), against the real sshd:
+"""Big files over the lean data paths (``ferry.backends.sftp.paramiko_adapter``), against the real sshd:
 channel data built straight into AES-GCM packets on upload, replies read straight into place on
 download. Exact bytes, through a rekey in the middle, with and without AES-GCM, and a file cut
 short under a download."""
@@ -14,7 +14,8 @@ import pytest
 
 import ferry.backends.sftp as sftp_mod
 import ferry.backends.sftp.parallel_read as parallel_mod
-from ferry.backends.sftp import fastpath, limits
+from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.core.errors import FerryError, Transient
 from sftp.conformance_site import sftp_backend
 from sshd import SshServer
@@ -55,20 +56,20 @@ def test_upload_and_download_take_the_lean_paths_and_are_exact(
 ) -> None:
     monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)  # two range streams on a smaller file
     sent: list[int] = []
-    real_send = fastpath._send_packet
+    real_send = adapter._send_packet
 
     def counting(transport: Any, parts: Any, length: int) -> None:
         sent.append(length)
         real_send(transport, parts, length)
 
-    monkeypatch.setattr(fastpath, "_send_packet", counting)
+    monkeypatch.setattr(adapter, "_send_packet", counting)
     folder = sshd.mkdir()
     data = os.urandom((20 << 20) + 12_345)
     digest = upload(backend, str(folder / "up.bin"), data)
     assert digest == hashlib.sha256(data).hexdigest()
     assert (folder / "up.bin").read_bytes() == data
     transport = backend._host.transport()
-    assert "gcm" in transport.local_cipher and fastpath.usable(transport)
+    assert "gcm" in transport.local_cipher and adapter.usable(transport)
     assert transport.packetizer._ferry_lean_reads  # and the transport reads GCM packets the lean way
     # Every data packet went the lean way, each within the server's packet limit.
     chan_max = max(sent)
@@ -76,7 +77,7 @@ def test_upload_and_download_take_the_lean_paths_and_are_exact(
     # Downloads: every SFTP channel reads through a ChunkPipe, replies straight into the blocks.
     with backend.open_read(str(folder / "up.bin")) as r:
         assert r._parallel is not None and len(r._parallel._clients) == 2
-        assert all(fastpath.pipe_of(c) is not None for c in r._parallel._clients)
+        assert all(adapter.pipe_of(c) is not None for c in r._parallel._clients)
         assert r._parallel._in_order
     assert download(backend, str(folder / "up.bin")) == data
 
@@ -114,7 +115,7 @@ def test_without_aes_gcm_the_ordinary_paths_are_used(sshd_factory: Any, tmp_path
         data = os.urandom((3 << 20) + 5)
         assert upload(b, str(folder / "ctr.bin"), data) == hashlib.sha256(data).hexdigest()
         transport = b._host.transport()
-        assert transport.local_cipher == "aes128-ctr" and not fastpath.usable(transport)
+        assert transport.local_cipher == "aes128-ctr" and not adapter.usable(transport)
         assert download(b, str(folder / "ctr.bin")) == data
     finally:
         sftp_mod.close_all()
@@ -139,7 +140,7 @@ def test_a_file_cut_short_under_a_download_fails_instead_of_padding(
 def test_chunk_pipe_reads_like_paramikos_pipe() -> None:
     from paramiko.buffered_pipe import PipeTimeout
 
-    p = fastpath.ChunkPipe()
+    p = adapter.ChunkPipe()
     with pytest.raises(PipeTimeout):
         p.read(10, timeout=0.01)
     p.feed(b"hello ")
@@ -193,7 +194,7 @@ def test_with_the_lean_paths_switched_off_paramiko_moves_the_same_bytes(
 ) -> None:
     # FERRY_SSH_FASTPATH=0 is the way out should a paramiko release change what the lean paths
     # rely on: everything then goes through paramiko's own code, and must stay exact.
-    monkeypatch.setenv(fastpath.ENV, "0")
+    monkeypatch.setenv(adapter.ENV, "0")
     monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)
     config = sshd.ssh_config(tmp_path / "ssh_config", "plain")
     b = sftp_backend(sshd, config, "plain")
@@ -203,7 +204,7 @@ def test_with_the_lean_paths_switched_off_paramiko_moves_the_same_bytes(
         assert upload(b, str(folder / "up.bin"), data) == hashlib.sha256(data).hexdigest()
         assert (folder / "up.bin").read_bytes() == data
         transport = b._host.transport()
-        assert not fastpath.usable(transport) and not getattr(transport.packetizer, "_ferry_lean_reads", False)
+        assert not adapter.usable(transport) and not getattr(transport.packetizer, "_ferry_lean_reads", False)
         assert download(b, str(folder / "up.bin")) == data
     finally:
         sftp_mod.close_all()
@@ -222,7 +223,7 @@ def test_sftp_channel_data_skips_paramikos_dispatch_and_stays_exact(
     real_feed = paramiko.Channel._feed
 
     def counting(chan: Any, m: Any) -> None:
-        fed.append(isinstance(chan.in_buffer, fastpath.ChunkPipe))
+        fed.append(isinstance(chan.in_buffer, adapter.ChunkPipe))
         real_feed(chan, m)
 
     # Transport.run dispatches through this table (it holds the functions, not the names).

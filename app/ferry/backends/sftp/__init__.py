@@ -4,7 +4,8 @@ Modules by role, imported one way (each uses only those listed before it; ``back
 rest and none of them imports it):
 
 - ``limits``: sizes, depths and stream counts, each measured;
-- ``fastpath``, ``rekey``: paramiko's packet layer with fewer copies, and a rekey stall guarded;
+- ``paramiko_adapter``: every use of paramiko's internals (pipelined SFTP requests, the SSH fast
+  path that ``FERRY_SSH_FASTPATH=0`` turns off, the rekey guard), pinned and contract-tested;
 - ``errors``: paramiko's and the socket's exceptions as Ferry's errors;
 - ``auth``: host keys against known_hosts, and the login (agent, keys, keyboard-interactive, password);
 - ``connection``: one SSH connection per host (:class:`Connection`) and the channels on it

@@ -18,6 +18,7 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import HostKeyError
 from ferry.core.errors import AuthError, FerryError
 from ferry.credentials import prompts
@@ -205,7 +206,6 @@ def _agent_keys(identity_agent: str | None, identities_only: bool, files: list[s
     (``none`` turns the agent off); with ``IdentitiesOnly`` only agent keys matching a listed
     IdentityFile's public key are tried."""
     import paramiko
-    from paramiko.agent import AgentSSH
 
     if identity_agent is not None and identity_agent.lower() == "none":
         return []
@@ -216,9 +216,7 @@ def _agent_keys(identity_agent: str | None, identities_only: bool, files: list[s
             path = os.environ.get(identity_agent[1:], "") if identity_agent.startswith("$") else identity_agent
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.connect(path)
-            agent = AgentSSH()
-            agent._connect(sock)  # type: ignore[attr-defined]  # paramiko's only way to a given socket
-            keys = list(agent.get_keys())
+            keys = adapter.agent_keys(sock)
     except (paramiko.SSHException, OSError) as exc:
         log.info("no agent keys: %s", exc)
         return []

@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ferry.backends.base import BatchData, Entry, Kind, temp_name
-from ferry.backends.sftp import fastpath, limits
+from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import map_error
 from ferry.backends.sftp.host import Host, OnHost
 from ferry.backends.sftp.protocol import wire
@@ -311,8 +312,6 @@ def commit_batch(backend: OnHost, items: Sequence[tuple[str, str, bool, int]]) -
     replaces a file, so a name taken meanwhile fails that item with AlreadyExists. If the
     connection drops, an item counts as committed only if its partial is gone and its final name
     holds a regular file of its size (as the small-file writer decides, see there)."""
-    from paramiko.sftp import CMD_EXTENDED, CMD_RENAME
-
     host = backend._host
     names = host.names
     results: list[BaseException | None] = [None] * len(items)
@@ -323,17 +322,17 @@ def commit_batch(backend: OnHost, items: Sequence[tuple[str, str, bool, int]]) -
                 for i, (partial, final, overwrite, _size) in enumerate(items):
                     names.touch(final)  # noted before the request goes out (see KnownNames)
                     if overwrite:
-                        num = c._async_request(
-                            type(None), CMD_EXTENDED, "posix-rename@openssh.com", wire(partial), wire(final)
+                        num = adapter.send(
+                            c, adapter.CMD_EXTENDED, "posix-rename@openssh.com", wire(partial), wire(final)
                         )
                     else:
-                        num = c._async_request(type(None), CMD_RENAME, wire(partial), wire(final))
+                        num = adapter.send(c, adapter.CMD_RENAME, wire(partial), wire(final))
                     pending.append((i, num))
             finally:
                 failed: list[tuple[int, BaseException]] = []
                 for i, num in pending:
                     try:
-                        c._read_response(num)
+                        adapter.reply(c, num)
                     except Exception as refusal:
                         failed.append((i, refusal))
             for i, why in failed:
@@ -481,7 +480,7 @@ def read_batch(backend: OnHost, paths: Sequence[str]) -> list[Fetched | BaseExce
 
 class _Reader:
     """A channel's stdout read in exact amounts. With the lean paths on, through a
-    :class:`~ferry.backends.sftp.fastpath.ChunkPipe` straight into the caller's buffer (one copy);
+    :class:`~ferry.backends.sftp.paramiko_adapter.ChunkPipe` straight into the caller's buffer (one copy);
     ``tarfile``'s stream reader over paramiko's pipe copied each byte four times (the pipe's
     array, its slices, tarfile's buffer, the member's read): 1,000 x 1 MiB down, profiled, spent
     more there than in writing the files. Put in place before the command starts, so no byte is
@@ -489,15 +488,13 @@ class _Reader:
 
     def __init__(self, chan: Any) -> None:
         self._chan = chan
-        self._pipe = fastpath.ChunkPipe() if fastpath.enabled() else None
-        if self._pipe is not None:
-            chan.in_buffer = self._pipe
+        self._pipe = adapter.install_pipe(chan)
         self._scratch = memoryview(bytearray(64 << 10))
 
     def fill(self, view: memoryview) -> None:
         """Exactly ``len(view)`` bytes into ``view``; EOFError if the stream ends first."""
         if self._pipe is not None:
-            fastpath.recv_exact_into(self._chan, self._pipe, view)
+            adapter.recv_exact_into(self._chan, self._pipe, view)
             return
         got = 0
         while got < len(view):

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ferry.backends.sftp import fastpath, limits, rekey
+from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.auth import Authenticator, HostKeys
 from ferry.backends.sftp.errors import map_error
 from ferry.core.errors import FerryError, Transient
@@ -98,8 +99,8 @@ class Connection:
         opts = transport.get_security_options()
         gcm = [c for c in opts.ciphers if "gcm" in c]
         opts.ciphers = tuple(gcm + [c for c in opts.ciphers if c not in gcm])  # AES-GCM first: faster here
-        fastpath.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
-        rekey.guard(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
+        adapter.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
+        adapter.guard_rekey(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
         try:
             transport.start_client(timeout=t.connect_timeout)
             self.host_keys.check(transport)
@@ -277,7 +278,7 @@ class ChannelPool:
         raise Transient(f"{self.hostname} keeps refusing channels")
 
     def _new_sftp(self, transport: Any) -> Any:
-        return fastpath.open_sftp(transport, limits.WINDOW, limits.MAX_PACKET)
+        return adapter.open_sftp(transport, limits.WINDOW, limits.MAX_PACKET)
 
     def _borrow(self) -> Any:
         with self._cond:

@@ -11,13 +11,13 @@ consumer.
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from ferry.backends.sftp import fastpath, limits
+from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.core.errors import Transient
 
 BLOCK = 8 << 20
@@ -72,13 +72,11 @@ class ParallelRangeReader:
         """Keep ``depth`` READs in flight on this channel, across block boundaries (paramiko's
         readv drains its pipeline at the end of every call and polls with sleeps), and reply
         parsing happens here, not in a helper thread per block. Each reply's data is copied once,
-        from the channel's chunks into its place in the block (:func:`_reply_into`); paramiko's
-        own reply path copied it five times or more."""
-        from paramiko.sftp import CMD_READ, int64
-
+        from the channel's chunks into its place in the block (``paramiko_adapter.reply_into``);
+        paramiko's own reply path copied it five times or more."""
         n = len(self._clients)
         client = self._clients[k]
-        pipe = fastpath.pipe_of(client) if self._in_order else None
+        pipe = adapter.pipe_of(client) if self._in_order else None
         pieces = deque(
             (i, o, min(self._request, off + size - o))
             for i in range(k, len(self._blocks), n)
@@ -90,6 +88,7 @@ class ParallelRangeReader:
         f = None
         try:
             f = client.open(path, "rb")
+            handle = adapter.handle_of(f)
             while True:
                 while pieces and len(pending) < depth:
                     i = pieces[0][0]
@@ -105,16 +104,17 @@ class ParallelRangeReader:
                     if i not in filled:
                         filled[i] = (self._new_block(self._blocks[i][1]), 0)
                     at = o - self._blocks[i][0]
-                    pending.append((client._async_request(type(None), CMD_READ, f.handle, int64(o), ln), i, at, ln))
+                    num = adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), ln)
+                    pending.append((num, i, at, ln))
                 if not pending:
                     return
                 num, i, at, ln = pending.popleft()
                 block, got = filled[i]
                 target = memoryview(block)[at : at + ln]
                 if pipe is not None:
-                    size = _reply_into(client, pipe, num, target)
+                    size = adapter.reply_into(client, pipe, num, target)
                 else:
-                    size = _reply_into_slow(client, num, target)
+                    size = adapter.reply_copied(client, num, target)
                 if size != ln:
                     # Not a dropped connection (what an EOFError would be taken for): the file is
                     # shorter than its size said. The queue retries it from a fresh stat.
@@ -178,47 +178,3 @@ class ParallelRangeReader:
         for client, ok in zip(self._clients, self._ok, strict=True):
             self._give_back(client, ok)
         self._clients = []
-
-
-def _reply_into(client: Any, pipe: fastpath.ChunkPipe, num: int, target: memoryview) -> int:
-    """Read the reply to READ ``num`` (the next one on the channel) with its data copied straight
-    into ``target``; returns the bytes it carried (0 at end of file). A status other than end
-    of file raises as paramiko would (IOError with the server's reason)."""
-    from paramiko.message import Message
-    from paramiko.sftp import CMD_DATA, CMD_STATUS, SFTPError
-
-    chan = client.sock
-    head = bytearray(9)
-    fastpath.recv_exact_into(chan, pipe, memoryview(head))
-    length, kind, rid = struct.unpack(">IBI", head)
-    if rid != num:
-        raise SFTPError(f"reply #{rid} came where #{num} was expected (the server answers out of order)")
-    with client._lock:
-        client._expecting.pop(num, None)
-    if kind == CMD_DATA:
-        fastpath.recv_exact_into(chan, pipe, memoryview(head)[:4])
-        size: int = struct.unpack(">I", head[:4])[0]
-        if size > len(target) or size != length - 9:
-            raise SFTPError(f"READ reply of {size} bytes for {len(target)} asked")
-        fastpath.recv_exact_into(chan, pipe, target[:size])
-        return size
-    body = bytearray(length - 5)
-    fastpath.recv_exact_into(chan, pipe, memoryview(body))
-    if kind != CMD_STATUS:
-        raise SFTPError(f"Expected data, got message type {kind}")
-    try:
-        client._convert_status(Message(bytes(body)))  # raises IOError for a real error
-    except EOFError:
-        return 0
-    return 0
-
-
-def _reply_into_slow(client: Any, num: int, target: memoryview) -> int:
-    """:func:`_reply_into` through paramiko's own reply handling (any server, any order)."""
-    from paramiko.sftp import CMD_DATA
-
-    t, msg = client._read_response(num)
-    data = msg.get_binary() if t == CMD_DATA else b""
-    size = min(len(data), len(target))
-    target[:size] = data[:size]
-    return len(data)

@@ -56,9 +56,9 @@ class ParallelRangeWriter:
         start: int,
         step: int,
         send_write: Callable[[Any, bytes, int, memoryview], int],
-        read_reply: Callable[[Any, int], None],
+        read_reply: Callable[[Any, int], object],
         open_handle: Callable[[Any], bytes],
-        close_handle: Callable[[Any, bytes], None],
+        close_handle: Callable[[Any, bytes], object],
         recv_ready: Callable[[Any], bool],
         on_acknowledged: Callable[[int], None] | None = None,
     ) -> None:

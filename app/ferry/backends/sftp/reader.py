@@ -7,6 +7,7 @@ import stat as stat_mod
 from typing import Any
 
 from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import map_error
 from ferry.backends.sftp.host import Host
 from ferry.backends.sftp.parallel_read import ParallelRangeReader
@@ -27,7 +28,7 @@ class SFTPReader:
                 self._f.close()
                 raise IsADirectory(f"Is a folder: {path}")
             size = st.st_size or 0
-            self._f.MAX_REQUEST_SIZE = host.request_size
+            adapter.set_request_size(self._f, host.request_size)
             want = (size - offset) if length is None else min(length, size - offset)
             self._left = max(0, want)
             self._head = memoryview(b"")
@@ -36,26 +37,22 @@ class SFTPReader:
                 # A small file arrived whole with the size: close without waiting for the
                 # reply (it is skipped later), one round trip less per file.
                 self._head = memoryview(head)[: self._left]
-                from paramiko.sftp import CMD_CLOSE
-
-                client._async_request(type(None), CMD_CLOSE, self._f.handle)
-                self._f._closed = True
+                adapter.send(client, adapter.CMD_CLOSE, adapter.handle_of(self._f))
+                adapter.closed_by_request(self._f)
                 self._cm.__exit__(None, None, None)
                 self._cm = None
                 self.path = path
                 return
             # The rest streams with READ_DEPTH requests in flight (paramiko's prefetch polls
             # with sleeps); files of PARALLEL_MIN and more also on spare channels, in parallel.
-            from paramiko.sftp import CMD_CLOSE
-
             self._head = memoryview(head)
             start, rest = offset + len(head), self._left - len(head)
             extra = []
             streams = host.streams(up=False) if rest >= limits.PARALLEL_MIN else 1
             if streams > 1:
                 extra = [c for c in (host.pool.borrow_nowait() for _ in range(streams - 1)) if c is not None]
-            client._async_request(type(None), CMD_CLOSE, self._f.handle)  # the streams open their own
-            self._f._closed = True
+            adapter.send(client, adapter.CMD_CLOSE, adapter.handle_of(self._f))  # the streams open their own
+            adapter.closed_by_request(self._f)
             self._parallel = ParallelRangeReader(
                 [client, *extra],
                 wire(path),

@@ -10,7 +10,8 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
-from ferry.backends.sftp import fastpath, limits
+from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.connection import ChannelPool
 from ferry.backends.sftp.errors import map_error
 from ferry.core.errors import FerryError, Unsupported
@@ -55,7 +56,7 @@ class RemoteShell:
                 # and sshd then drops the whole connection (every transfer on it).
                 for group in _groups(stdin):
                     if any(group):
-                        fastpath.send_data(chan, group)
+                        adapter.send_data(chan, group)
                 chan.shutdown_write()
             out = chan.makefile("rb").read()
             err = chan.makefile_stderr("rb").read()

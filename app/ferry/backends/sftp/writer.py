@@ -40,10 +40,11 @@ from typing import Any, Protocol, cast
 
 from ferry.backends.base import Capabilities, Writer, temp_name
 from ferry.backends.sftp import limits
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import map_error
 from ferry.backends.sftp.host import OnHost
 from ferry.backends.sftp.parallel_write import ParallelRangeWriter, safe_resume_offset
-from ferry.backends.sftp.protocol import read_back_replies, send_write, setstat_then, wire
+from ferry.backends.sftp.protocol import read_back_replies, setstat_then, wire
 from ferry.backends.sftp.remote_hash import FollowingHash, follow_command
 from ferry.backends.sftp.shell import HASH_TOOLS
 from ferry.core.cancel import CancelToken
@@ -172,7 +173,7 @@ class SFTPWriter(Writer):
                     f"resumed after {self.offset} bytes already on the server; that prefix was checked "
                     f"by the {readback} of the whole file as the server holds it"
                 )
-            self._handle: bytes = self._f.handle
+            self._handle: bytes = adapter.handle_of(self._f)
             self._step = backend._host.request_size
             self._pending: deque[tuple[int, int]] = deque()  # (request, end offset) of unacknowledged WRITEs
             self.acknowledged = self.offset  # bytes the server has confirmed writing
@@ -190,44 +191,31 @@ class SFTPWriter(Writer):
         """OPEN the partial file (readable too when verifying: a small file is read back on this
         handle). Resuming, a STAT goes out in the same flight: the server creates the file if it
         is missing, then says how much it holds (one round trip, was two)."""
-        import paramiko
-        from paramiko.sftp import (
-            CMD_ATTRS,
-            CMD_HANDLE,
-            CMD_OPEN,
-            CMD_STAT,
-            SFTP_FLAG_CREATE,
-            SFTP_FLAG_READ,
-            SFTP_FLAG_TRUNC,
-            SFTP_FLAG_WRITE,
-        )
-        from paramiko.sftp_attr import SFTPAttributes
-
         path = wire(self.temp_path)
-        flags = SFTP_FLAG_WRITE | SFTP_FLAG_CREATE | (SFTP_FLAG_READ if readable or resume else 0)
+        flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | (adapter.FLAG_READ if readable or resume else 0)
         if not resume:
-            flags |= SFTP_FLAG_TRUNC
-        n_open = client._async_request(type(None), CMD_OPEN, path, flags, SFTPAttributes())
-        n_stat = client._async_request(type(None), CMD_STAT, path) if resume else None
+            flags |= adapter.FLAG_TRUNC
+        n_open = adapter.send(client, adapter.CMD_OPEN, path, flags, adapter.no_attributes())
+        n_stat = adapter.send(client, adapter.CMD_STAT, path) if resume else None
         failure: BaseException | None = None
         handle = b""
         try:  # both replies are read whatever happens: the channel stays in step
-            t, msg = client._read_response(n_open)
-            if t != CMD_HANDLE:
+            t, msg = adapter.reply(client, n_open)
+            if t != adapter.CMD_HANDLE:
                 raise OSError(errno.EIO, "Expected a file handle")
             handle = msg.get_binary()
         except Exception as exc:
             failure = exc
         if n_stat is not None:
             try:
-                t, msg = client._read_response(n_stat)
-                if t == CMD_ATTRS and failure is None:
-                    self.offset = SFTPAttributes._from_msg(msg).st_size or 0  # type: ignore[attr-defined]
+                t, msg = adapter.reply(client, n_stat)
+                if t == adapter.CMD_ATTRS and failure is None:
+                    self.offset = adapter.attributes(msg).st_size or 0
             except Exception as exc:
                 failure = failure or exc
         if failure is not None:
             raise failure
-        return paramiko.SFTPFile(client, handle, "r+b" if readable or resume else "wb", 1 << 20)
+        return adapter.file_on(client, handle, "r+b" if readable or resume else "wb", 1 << 20)
 
     def _start_follower(self, algo: str) -> None:
         tool = self.backend._host.hash_tools.get(algo)
@@ -240,9 +228,6 @@ class SFTPWriter(Writer):
 
     def _start_ranges(self, client: Any) -> None:
         """Big files: parallel byte-range streams on channels that are free right now."""
-        from paramiko.sftp import CMD_CLOSE, CMD_HANDLE, CMD_OPEN, SFTP_FLAG_WRITE
-        from paramiko.sftp_attr import SFTPAttributes
-
         host = self.backend._host
         streams = host.streams(up=True)
         extra = (
@@ -253,8 +238,8 @@ class SFTPWriter(Writer):
         path = wire(self.temp_path)
 
         def open_handle(c: Any) -> bytes:
-            t, msg = c._request(CMD_OPEN, path, SFTP_FLAG_WRITE, SFTPAttributes())
-            if t != CMD_HANDLE:
+            t, msg = adapter.request(c, adapter.CMD_OPEN, path, adapter.FLAG_WRITE, adapter.no_attributes())
+            if t != adapter.CMD_HANDLE:
                 raise OSError(errno.EIO, "Expected a file handle")
             return cast(bytes, msg.get_binary())
 
@@ -268,10 +253,10 @@ class SFTPWriter(Writer):
             [self._handle, *[None] * len(extra)],
             self.offset,
             self._step,
-            send_write,
-            lambda c, num: c._read_response(num),
+            adapter.send_write,
+            adapter.reply,
             open_handle,
-            lambda c, h: c._request(CMD_CLOSE, h),
+            lambda c, h: adapter.request(c, adapter.CMD_CLOSE, h),
             lambda c: c.sock.recv_ready(),
             acknowledged,
         )
@@ -299,7 +284,7 @@ class SFTPWriter(Writer):
         try:
             for start in range(0, len(view), step):
                 piece = view[start : start + step]
-                num = send_write(client, self._handle, pos, piece)
+                num = adapter.send_write(client, self._handle, pos, piece)
                 pos += len(piece)
                 self._written += len(piece)
                 pending.append((num, pos))
@@ -316,7 +301,7 @@ class SFTPWriter(Writer):
         channel stays in step for the next borrower) before the failure is raised."""
         num, end = self._pending.popleft()
         try:
-            self._client._read_response(num)
+            adapter.reply(self._client, num)
         except Exception:
             try:
                 self._drain()
@@ -331,7 +316,7 @@ class SFTPWriter(Writer):
         while self._pending:
             num, end = self._pending.popleft()
             try:
-                self._client._read_response(num)
+                adapter.reply(self._client, num)
                 if failure is None:
                     self.acknowledged = end
             except Exception as exc:
@@ -345,17 +330,17 @@ class SFTPWriter(Writer):
         process, no exec channel and no batch to wait for, where a remote hash costs a process
         start per batch (small files spent most of their time waiting for it). The CLOSE goes
         out behind the READs: one wait for all of it, and the handle is closed."""
-        from paramiko.sftp import CMD_CLOSE, CMD_READ, int64
-
         f, client = self._f, self._client
+        handle = adapter.handle_of(f)
         size = self.offset + self._written
         step = self.backend._host.request_size
         nums = [
-            (client._async_request(type(None), CMD_READ, f.handle, int64(o), min(step, size - o)), o)
+            (adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), min(step, size - o)), o)
             for o in range(0, size, step)
         ]
-        close = client._async_request(type(None), CMD_CLOSE, f.handle)
-        f._closed = self._closed = True
+        close = adapter.send(client, adapter.CMD_CLOSE, handle)
+        adapter.closed_by_request(f)
+        self._closed = True
         hasher = new_hasher(algo)
         failure: BaseException | None = None
         try:
@@ -523,16 +508,6 @@ class SmallFileWriter(SFTPWriter):
     evidence = (Evidence.READBACK,)  # what landed is read back over SFTP and hashed here
 
     def __init__(self, backend: WriterOwner, final_path: str, token: str, readback: str | None) -> None:
-        from paramiko.sftp import (
-            CMD_HANDLE,
-            CMD_OPEN,
-            SFTP_FLAG_CREATE,
-            SFTP_FLAG_READ,
-            SFTP_FLAG_TRUNC,
-            SFTP_FLAG_WRITE,
-        )
-        from paramiko.sftp_attr import SFTPAttributes
-
         self.backend = backend
         folder, name = posixpath.split(final_path)
         self.final_path = final_path
@@ -546,10 +521,12 @@ class SmallFileWriter(SFTPWriter):
         self._cm: Any = backend._host.pool.sftp()
         self._client = self._cm.__enter__()
         self._step = backend._host.request_size
-        flags = SFTP_FLAG_WRITE | SFTP_FLAG_CREATE | SFTP_FLAG_TRUNC | (SFTP_FLAG_READ if readback else 0)
+        flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | adapter.FLAG_TRUNC | (adapter.FLAG_READ if readback else 0)
         try:
-            t, msg = self._client._request(CMD_OPEN, wire(self.temp_path), flags, SFTPAttributes())
-            if t != CMD_HANDLE:
+            t, msg = adapter.request(
+                self._client, adapter.CMD_OPEN, wire(self.temp_path), flags, adapter.no_attributes()
+            )
+            if t != adapter.CMD_HANDLE:
                 raise OSError(f"Expected a file handle for {self.temp_path}")
             self._handle: bytes = msg.get_binary()
         except BaseException as exc:
@@ -558,15 +535,13 @@ class SmallFileWriter(SFTPWriter):
             raise map_error(exc, final_path) from exc
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        from paramiko.sftp import CMD_WRITE, int64
-
         view = memoryview(data)
         try:
             for start in range(0, len(view), self._step):
                 piece = bytes(view[start : start + self._step])
                 pos = self._written
                 self._replies.append(
-                    self._client._async_request(type(None), CMD_WRITE, self._handle, int64(pos), piece)
+                    adapter.send(self._client, adapter.CMD_WRITE, self._handle, adapter.offset(pos), piece)
                 )
                 self._written += len(piece)
         except Exception as exc:
@@ -576,22 +551,20 @@ class SmallFileWriter(SFTPWriter):
         """Send the read-back READs (if asked) and CLOSE behind the WRITEs, then read every
         reply in order. The first failure is raised after all are read: the channel stays in
         step for the next file. Returns the digest of what the server sent back."""
-        from paramiko.sftp import CMD_CLOSE, CMD_READ, int64
-
         client, handle, size = self._client, self._handle, self._written
         writes, self._replies = self._replies, []
         reads = []
         if read_back:
             reads = [
-                client._async_request(type(None), CMD_READ, handle, int64(o), min(self._step, size - o))
+                adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), min(self._step, size - o))
                 for o in range(0, size, self._step)
             ]
-        close = client._async_request(type(None), CMD_CLOSE, handle)
+        close = adapter.send(client, adapter.CMD_CLOSE, handle)
         self._closed = True
         failure: BaseException | None = None
         for num in writes:
             try:
-                client._read_response(num)
+                adapter.reply(client, num)
             except Exception as exc:
                 failure = failure or exc
         hasher = new_hasher(self._readback) if read_back and self._readback else None

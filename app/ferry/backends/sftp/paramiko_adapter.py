@@ -1,14 +1,39 @@
-"""Leaner paths for bulk channel data on a paramiko transport (big SFTP uploads and downloads).
+"""Every use of paramiko's internals, in this one module.
 
-paramiko moves every byte through several Python-level copies under the GIL. Sending one
-32 KiB SSH packet of channel data it builds a ``Message`` (a copy), takes its bytes (a copy),
-pads it (two copies), slices off the length (a copy), encrypts, and joins length and ciphertext
-(a copy). Receiving, each channel's ``BufferedPipe`` keeps an ``array`` that it slices and
-shifts on every read, so reading a 255 KiB SFTP reply out of it copies the whole buffered tail
-again and again, and the SFTP layer concatenates the pieces and copies them twice more.
+Ferry relies on parts of paramiko that are not its public API: for speed (measured in
+docs/sftp.md) and for what paramiko's public calls cannot do (pipelined requests, names as the
+server's exact bytes). They are all here and nowhere else in Ferry.
+``tests/sftp/test_paramiko_adapter.py`` checks every one of them (:data:`RELIED_ON`) against a
+real sshd, and ``pyproject.toml`` pins paramiko to the versions that test passed with
+(:data:`PARAMIKO`). To allow a new paramiko: run that test with it, read what changed in its
+``packet.py``, ``transport.py``, ``channel.py``, ``buffered_pipe.py``, ``sftp_client.py`` and
+``sftp_file.py``, then widen both pins together.
 
-This module keeps the SSH protocol exactly as paramiko does it (same packets, same sequence
-numbers, IV counter, rekey accounting and window handling) and only removes copies:
+Three parts:
+
+* **SFTP requests** (always used). paramiko's ``SFTPClient`` keeps its request layer private
+  (``_request``, ``_async_request``, ``_read_response``, ...) and its public calls wait for each
+  reply in turn. Ferry pipelines requests (READDIR pages, FSTAT with the first READ, OPEN with
+  STAT, read-back READs behind the WRITEs, SETSTAT with RENAME) and keeps names as the server's
+  exact bytes, which ``listdir_iter`` does not: :func:`request`, :func:`send`, :func:`reply`,
+  :func:`attributes` and the rest give those private calls names of their own.
+* **The fast path** (``FERRY_SSH_FASTPATH=0`` turns all of it off, :func:`enabled`). Channel
+  data sent and received with fewer copies, by rebuilding paramiko's packet layer for AES-GCM
+  through the packetizer's name-mangled state (:func:`send_data`, :func:`lean_reads`,
+  :class:`ChunkPipe`, :func:`reply_into`), and WRITE requests built straight into packets
+  (:func:`send_write`). Off, paramiko's own code moves every byte: ``Channel.sendall``, its
+  ``BufferedPipe``, ``Packetizer.read_message`` and ``_async_request`` for WRITEs. CI runs the
+  conformance suite both ways (``.ci/run``).
+* **The rekey guard** (always installed, :func:`guard_rekey`): paramiko issue #822.
+
+About the fast path: paramiko moves every byte through several Python-level copies under the
+GIL. Sending one 32 KiB SSH packet of channel data it builds a ``Message`` (a copy), takes its
+bytes (a copy), pads it (two copies), slices off the length (a copy), encrypts, and joins
+length and ciphertext (a copy). Receiving, each channel's ``BufferedPipe`` keeps an ``array``
+that it slices and shifts on every read, so reading a 255 KiB SFTP reply out of it copies the
+whole buffered tail again and again, and the SFTP layer concatenates the pieces and copies them
+twice more. The fast path keeps the SSH protocol exactly as paramiko does it (same packets, same
+sequence numbers, IV counter, rekey accounting and window handling) and only removes copies:
 
 * :func:`send_data` sends channel data as CHANNEL_DATA packets whose plaintext is built with one
   join (header, the caller's buffers, padding) and encrypted with the transport's AES-GCM
@@ -32,6 +57,132 @@ import time
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
+
+PARAMIKO = ">=5.1,<5.2"  # the paramiko versions this module was checked against (pyproject.toml pins the same)
+ENV = "FERRY_SSH_FASTPATH"  # "0": paramiko's own paths everywhere (a way out if a paramiko release breaks these)
+
+
+def enabled() -> bool:
+    """Whether the fast path may be used (``FERRY_SSH_FASTPATH=0`` turns it off everywhere)."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+# ---- SFTP requests ----
+
+# SFTP v3 message types and open flags (draft-ietf-secsh-filexfer-02), numbered as in paramiko.sftp.
+CMD_OPEN, CMD_CLOSE, CMD_READ, CMD_WRITE = 3, 4, 5, 6
+CMD_FSTAT, CMD_SETSTAT = 8, 9
+CMD_OPENDIR, CMD_READDIR = 11, 12
+CMD_STAT, CMD_RENAME = 17, 18
+CMD_STATUS, CMD_HANDLE, CMD_DATA, CMD_NAME, CMD_ATTRS = 101, 102, 103, 104, 105
+CMD_EXTENDED = 200
+FLAG_READ, FLAG_WRITE, FLAG_CREATE, FLAG_TRUNC = 0x01, 0x02, 0x08, 0x10
+
+
+def request(client: Any, kind: int, *args: Any) -> tuple[int, Any]:
+    """Send one request and wait for its reply: (message type, paramiko ``Message``). An error
+    status raises as paramiko's own calls do (``OSError``; ``EOFError`` at the end)."""
+    return client._request(kind, *args)  # type: ignore[no-any-return]
+
+
+def send(client: Any, kind: int, *args: Any) -> int:
+    """Send one request without waiting; its number, for :func:`reply`."""
+    return client._async_request(type(None), kind, *args)  # type: ignore[no-any-return]
+
+
+def reply(client: Any, num: int) -> tuple[int, Any]:
+    """Wait for the reply to request ``num`` (replies to requests no one waits for any more
+    are read and dropped on the way, as paramiko does); raises as :func:`request` does."""
+    return client._read_response(num)  # type: ignore[no-any-return]
+
+
+def next_message(client: Any) -> tuple[int, bytes]:
+    """The next SFTP message on the channel, whichever request it answers: (type, body)."""
+    return client._read_packet()  # type: ignore[no-any-return]
+
+
+def raise_status(client: Any, msg: Any) -> None:
+    """Raise what a STATUS message says (``EOFError`` at the end of a file or folder, an
+    ``OSError`` for a failure); return if it says OK."""
+    client._convert_status(msg)
+
+
+def offset(n: int) -> Any:
+    """``n`` as SFTP's 64-bit offsets go on the wire (paramiko writes a plain int as 32 bits)."""
+    from paramiko.sftp import int64
+
+    return int64(n)
+
+
+def attributes(msg: Any, filename: str | None = None, longname: str | None = None) -> Any:
+    """The ``SFTPAttributes`` encoded next in ``msg`` (an ATTRS reply, or a NAME reply's entry)."""
+    from paramiko.sftp_attr import SFTPAttributes
+
+    return SFTPAttributes._from_msg(msg, filename, longname)  # type: ignore[attr-defined]
+
+
+def no_attributes() -> Any:
+    """Empty ``SFTPAttributes`` (an OPEN's: the server's defaults)."""
+    from paramiko.sftp_attr import SFTPAttributes
+
+    return SFTPAttributes()
+
+
+def file_on(client: Any, handle: bytes, mode: str, bufsize: int) -> Any:
+    """A paramiko ``SFTPFile`` on a handle Ferry opened itself (its OPEN went out with :func:`send`)."""
+    import paramiko
+
+    return paramiko.SFTPFile(client, handle, mode, bufsize)
+
+
+def handle_of(f: Any) -> bytes:
+    """The server's handle of a paramiko ``SFTPFile``."""
+    return f.handle  # type: ignore[no-any-return]
+
+
+def closed_by_request(f: Any) -> None:
+    """``f``'s CLOSE went out with :func:`send` (its reply is read, or skipped, with the others):
+    paramiko must not send another when ``f`` goes."""
+    f._closed = True
+
+
+def set_request_size(f: Any, size: int) -> None:
+    """Bytes per READ or WRITE that paramiko's own ``read``/``write`` on ``f`` ask for."""
+    f.MAX_REQUEST_SIZE = size
+
+
+def send_write(client: Any, handle: bytes, pos: int, data: memoryview) -> int:
+    """Send one WRITE of ``data`` at ``pos``; its number, for :func:`reply`.
+
+    On the fast path the data is copied once, into the plaintext of the SSH packets
+    (:func:`send_data`): paramiko's own ``_async_request`` copies it four times before the
+    channel sees it and then re-slices the rest of the message after every 32 KiB SSH packet it
+    sends (a 255 KiB WRITE copied ~1 MB that way); profiled, building and sending messages was
+    two thirds of the upload's Python time. The request is numbered as ``_async_request``
+    numbers it, so :func:`reply` knows its answer."""
+    if not enabled():
+        return send(client, CMD_WRITE, handle, offset(pos), bytes(data))
+    with client._lock:
+        num: int = client.request_number
+        client._expecting[num] = type(None)
+        client.request_number = num + 1
+    head = struct.pack(">IBII", 21 + len(handle) + len(data), CMD_WRITE, num, len(handle))  # length after itself
+    # The data goes from the caller's buffer straight into the SSH packets' plaintext.
+    send_data(client.sock, (head + handle + struct.pack(">QI", pos, len(data)), data))
+    return num
+
+
+def agent_keys(sock: socket.socket) -> list[Any]:
+    """The keys of the SSH agent answering on ``sock`` (paramiko's ``Agent`` only finds the one
+    ``SSH_AUTH_SOCK`` names; ``AgentSSH._connect`` is its only way to another socket)."""
+    from paramiko.agent import AgentSSH
+
+    agent = AgentSSH()
+    agent._connect(sock)  # type: ignore[attr-defined]
+    return list(agent.get_keys())
+
+
+# ---- the fast path: the packet layer ----
 
 _MSG_CHANNEL_DATA = 94
 _MSG_CHANNEL_WINDOW_ADJUST = 93
@@ -65,13 +216,6 @@ def _random_padding(n: int) -> bytes:
         _pool.buf = buf
     _pool.at = at + n
     return buf[at : at + n]
-
-
-ENV = "FERRY_SSH_FASTPATH"  # "0": paramiko's own paths everywhere (a way out if a paramiko release breaks these)
-
-
-def enabled() -> bool:
-    return os.environ.get(ENV, "1") != "0"
 
 
 def usable(transport: Any) -> bool:
@@ -550,3 +694,175 @@ def recv_exact_into(chan: Any, pipe: ChunkPipe, view: memoryview) -> None:
             m.add_int(chan.remote_chanid)
             m.add_int(ack)
             chan.transport._send_user_message(m)
+
+
+def install_pipe(chan: Any) -> ChunkPipe | None:
+    """On the fast path, have ``chan`` (an exec channel whose command has not started, so no
+    byte can have been fed to the pipe it replaces) buffer what it receives in a
+    :class:`ChunkPipe`, read with :func:`recv_exact_into`; None when the fast path is off."""
+    if not enabled():
+        return None
+    pipe = ChunkPipe()
+    chan.in_buffer = pipe
+    return pipe
+
+
+# ---- SFTP READ replies straight into place ----
+
+
+def reply_into(client: Any, pipe: ChunkPipe, num: int, target: memoryview) -> int:
+    """Read the reply to READ ``num`` (the next one on the channel: the server answers in
+    order) from ``pipe``, the channel's :class:`ChunkPipe`, with its data copied straight into
+    ``target``; returns the bytes it carried (0 at end of file). A status other than end of
+    file raises as paramiko would (IOError with the server's reason)."""
+    from paramiko.message import Message
+    from paramiko.sftp import SFTPError
+
+    chan = client.sock
+    head = bytearray(9)
+    recv_exact_into(chan, pipe, memoryview(head))
+    length, kind, rid = struct.unpack(">IBI", head)
+    if rid != num:
+        raise SFTPError(f"reply #{rid} came where #{num} was expected (the server answers out of order)")
+    with client._lock:
+        client._expecting.pop(num, None)
+    if kind == CMD_DATA:
+        recv_exact_into(chan, pipe, memoryview(head)[:4])
+        size: int = struct.unpack(">I", head[:4])[0]
+        if size > len(target) or size != length - 9:
+            raise SFTPError(f"READ reply of {size} bytes for {len(target)} asked")
+        recv_exact_into(chan, pipe, target[:size])
+        return size
+    body = bytearray(length - 5)
+    recv_exact_into(chan, pipe, memoryview(body))
+    if kind != CMD_STATUS:
+        raise SFTPError(f"Expected data, got message type {kind}")
+    try:
+        raise_status(client, Message(bytes(body)))  # raises IOError for a real error
+    except EOFError:
+        return 0
+    return 0
+
+
+def reply_copied(client: Any, num: int, target: memoryview) -> int:
+    """:func:`reply_into` through paramiko's own reply handling (any server, any order)."""
+    t, msg = reply(client, num)
+    data = msg.get_binary() if t == CMD_DATA else b""
+    size = min(len(data), len(target))
+    target[:size] = data[:size]
+    return len(data)
+
+
+# ---- the rekey guard ----
+
+# A paramiko transport that survives a channel closing while it renegotiates keys.
+#
+# paramiko asks for new keys after 512 MiB each way (``Packetizer.REKEY_BYTES``). From the moment
+# it sends its KEXINIT until the new keys are in use, ``Transport._send_user_message`` holds every
+# other message back (RFC 4253 7.1). But the server may have closed a channel just before our
+# KEXINIT reached it; that CLOSE arrives during the exchange, and paramiko answers it with its own
+# CLOSE *on the transport thread*, which then waits for the exchange to finish. Only the transport
+# thread can finish it: nothing is read for 30 s (``clear_to_send_timeout``), then "Key-exchange
+# timed out waiting for key negotiation" and the whole connection drops (paramiko issue #822, open
+# since 2016). Tar batches close an exec channel every few MiB, so 1,000 x 1 MiB down (1 GiB, one
+# rekey) took 41-43 s here instead of ~6, every time.
+#
+# :func:`guard` lets the transport thread hand such a message to a helper thread instead of
+# waiting: the helper sends it (in order, with any others so held) once the keys are in place, and
+# the transport thread goes on reading the exchange's replies. Every other thread still waits
+# as paramiko makes it wait.
+
+
+def guard_rekey(transport: Any) -> None:
+    """Install the hand-off on ``transport`` (a ``paramiko.Transport``; once, before use)."""
+    send = getattr(transport, "_send_user_message", None)
+    event = getattr(transport, "clear_to_send", None)
+    if send is None or event is None:
+        return  # a paramiko without these: its own behaviour
+    held: deque[Any] = deque()
+    lock = threading.Lock()
+    draining = [False]
+
+    def drain() -> None:
+        while True:
+            with lock:
+                if not held:
+                    draining[0] = False
+                    return
+                message = held.popleft()
+            try:
+                send(message)  # waits for the new keys as paramiko's own senders do
+            except Exception:
+                pass  # the transport went: its readers see that themselves
+
+    def send_user_message(message: Any) -> None:
+        # While some are held, the transport thread's later messages queue behind them (order kept).
+        if threading.current_thread() is transport and (not event.is_set() or draining[0]):
+            with lock:
+                held.append(message)
+                if draining[0]:
+                    return
+                draining[0] = True
+            threading.Thread(target=drain, name="ferry-ssh-held", daemon=True).start()
+            return
+        send(message)
+
+    transport._send_user_message = send_user_message
+
+
+# ---- what this module relies on ----
+
+# Everything of paramiko's that is not its public API and that this module uses, by the paramiko
+# class it belongs to; tests/sftp/test_paramiko_adapter.py looks each up on live objects.
+RELIED_ON: dict[str, tuple[str, ...]] = {
+    "SFTPClient": (
+        "sock",
+        "_request",
+        "_async_request",
+        "_read_response",
+        "_read_packet",
+        "_convert_status",
+        "_lock",
+        "_expecting",
+        "request_number",
+    ),
+    "SFTPFile": ("handle", "_closed", "MAX_REQUEST_SIZE"),
+    "SFTPAttributes": ("_from_msg",),
+    "AgentSSH": ("_connect", "get_keys"),
+    "Channel": (
+        "in_buffer",
+        "lock",
+        "closed",
+        "timeout",
+        "transport",
+        "remote_chanid",
+        "_wait_for_send_window",
+        "_check_add_window",
+    ),
+    "Transport": (
+        "packetizer",
+        "active",
+        "clear_to_send",
+        "clear_to_send_lock",
+        "clear_to_send_timeout",
+        "_send_user_message",
+        "_channels",
+        "_expected_packet",
+    ),
+    "Packetizer": (
+        *(_P + name for name in dict.fromkeys((*_NEEDED, *_IN_NEEDED, "keepalive_last"))),
+        "REKEY_PACKETS",
+        "REKEY_BYTES",
+        "REKEY_PACKETS_OVERFLOW_MAX",
+        "REKEY_BYTES_OVERFLOW_MAX",
+        "_initial_kex_done",
+        "_inc_iv_counter",
+        "_trigger_rekey",
+        "_check_keepalive",
+        "send_message",
+        "read_message",
+        "write_all",
+        "read_all",
+    ),
+    "Message": ("packet",),
+}
