@@ -130,11 +130,6 @@ MAX_COMPLEXITY = 20
 # Functions above MAX_COMPLEXITY today, with radon's score. Lower the number when you simplify
 # one; delete the line when it reaches MAX_COMPLEXITY or less. Nothing may be added.
 KNOWN_COMPLEX: dict[str, int] = {
-    "ferry/backends/sftp/parallel_read.py::ParallelRangeReader._stream": 22,
-    "ferry/backends/sftp/parallel_write.py::ParallelRangeWriter._stream": 34,
-    "ferry/backends/sftp/batches.py::read_batch": 35,
-    "ferry/backends/sftp/batches.py::write_batch": 22,
-    "ferry/backends/sftp/paramiko_adapter.py::_read_message": 23,
     "ferry/transfers/planner.py::resolve_roots": 21,
 }
 

@@ -34,7 +34,8 @@ import tarfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -43,6 +44,7 @@ from ferry.backends.sftp import limits
 from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import map_error
 from ferry.backends.sftp.host import Host, OnHost
+from ferry.backends.sftp.names import KnownNames
 from ferry.backends.sftp.protocol import wire
 from ferry.backends.sftp.remote_hash import parse_digests
 from ferry.core.errors import AlreadyExists, FerryError, NotFound, Transient, Unsupported
@@ -184,6 +186,17 @@ def _member(name: str, data: bytes, mtime: int) -> tuple[bytes, bytes, bytes]:
     return info.tobuf(format=tarfile.PAX_FORMAT, encoding="utf-8", errors="strict"), data, pad
 
 
+@dataclass
+class _Upload:
+    """One tar batch up: its members in order and what the command line names."""
+
+    base: str  # the folder the command works in
+    todo: list[tuple[int, str]]  # (index, partial path) of each member, in order
+    plan: list[tuple[int, str, int]]  # (index, member name relative to base, mtime) of each member
+    args: list[str]  # the members' names, quoted, as the hash tool gets them
+    groups: dict[str, list[str]]  # folder (relative to base) -> its members, quoted, as mv gets them
+
+
 def write_batch(
     backend: OnHost, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
 ) -> list[str | BaseException]:
@@ -197,98 +210,125 @@ def write_batch(
     results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
     if tool is None:
         return [Unsupported(f"{host.target.hostname} cannot compute {algo} checksums")] * len(items)
-    names = host.names
-    todo: list[tuple[int, str]] = []  # (index, partial path)
+    todo = _partials(items)
+    base = _base_of([posixpath.dirname(p) for _i, p in todo]) if todo else None
+    if base is None:
+        return results
+    up = _plan_upload(host.names, items, todo, base)
+    size = sum(len(items[i][1]) for i, _r, _m in up.plan)
+    command = _extract_command(up, tool).encode("utf-8")
+    try:
+        rc, out, err = host.shell.run(command, timeout=max(60.0, size / (1 << 20)), stdin=_archive(items, up.plan))
+    except BaseException as exc:
+        for i, _p in up.todo:
+            results[i] = exc
+        return results
+    digests = _upload_digests(out, algo, up) if rc == 0 else None
+    if digests is None:
+        problem = Transient(
+            f"tar batch on {host.target.hostname} failed (exit {rc})", detail=err.decode(errors="replace")[-500:]
+        )
+        log.info("%s; its files go per file: %s", problem.message, problem.detail)
+        for i, _p in up.todo:
+            results[i] = problem
+        return results
+    state(host).uploads += len(up.todo)
+    for (i, _p), digest in zip(up.todo, digests, strict=True):
+        results[i] = digest
+    return results
+
+
+def _partials(items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]]) -> list[tuple[int, str]]:
+    """(index, partial path) of the items whose partial names are safe on a command line."""
+    todo: list[tuple[int, str]] = []
     for i, (final, _data, token, _mtime) in enumerate(items):
         folder, name = posixpath.split(final)
         partial = posixpath.join(folder, temp_name(name, token))
         if safe_name(partial):
             todo.append((i, partial))
-    base = _base_of([posixpath.dirname(p) for _i, p in todo]) if todo else None
-    if base is None:
-        return results
+    return todo
+
+
+def _plan_upload(
+    names: KnownNames,
+    items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]],
+    todo: list[tuple[int, str]],
+    base: str,
+) -> _Upload:
+    """The members, as many as one command line holds (the rest go per file; the scheduler
+    keeps batches below this)."""
     now = int(time.time())
-    plan: list[tuple[int, str, int]] = []  # (index, member name, mtime) of each member, in order
-    args: list[str] = []
-    groups: dict[str, list[str]] = {}  # folder (relative to base) -> its members, quoted
+    up = _Upload(base, todo, [], [], {})
     length = 0
     for i, partial in todo:
         rel = posixpath.relpath(partial, base)
         arg = shlex.quote("./" + rel)
         length += 2 * (len(arg) + 8)  # each name is on the command line twice (hash, mv)
         if length > MAX_COMMAND:
-            todo = todo[: len(args)]  # the rest go per file (the scheduler keeps batches below this)
+            up.todo = todo[: len(up.args)]
             break
         mtime = items[i][3]
         names.touch(partial)  # a later stat of it (cancel's clean-up) must ask the server
-        plan.append((i, rel, int(mtime.timestamp()) if mtime is not None else now))
-        args.append(arg)
-        groups.setdefault(posixpath.dirname(rel), []).append('"$d"/' + arg)
+        up.plan.append((i, rel, int(mtime.timestamp()) if mtime is not None else now))
+        up.args.append(arg)
+        up.groups.setdefault(posixpath.dirname(rel), []).append('"$d"/' + arg)
+    return up
 
-    def stream() -> Iterator[tuple[bytes, ...]]:
-        """The archive, a member at a time: each file is read as its turn comes and let go
-        once sent."""
-        for i, rel, mtime in plan:
-            data = items[i][1]
-            yield _member(rel, data if isinstance(data, bytes | bytearray) else data.read(), mtime)
-        yield (b"\0" * (2 * tarfile.BLOCKSIZE),)
 
-    # The folder may not exist yet: its own task (the planner emits folders first) may still be
-    # waiting for another worker. Made here as the per-file copy makes a missing parent.
-    # The archive is extracted into a fresh staging folder beside the files, and only when every
-    # member arrived, was extracted and hashed are they moved (renamed) to their partial names:
-    # if the connection drops mid-stream, sshd does not stop the command, and a `tar -x` straight
-    # into the partial names would go on extracting the members that did arrive, into names the
-    # retry of those files (per file, on a new connection) may already have renamed into place:
-    # stray partial files (seen with the connection-cut test under load). A stream cut anywhere
-    # fails tar (mid-member) or the hash tool (a member missing), and the staging folder goes.
-    # This replaced taking the archive whole into a temporary file first, which wrote and read
-    # every byte once more on the server: 1 GiB of 16 MiB batches, extract alone 0.97 s, through
-    # a temporary file 2.16 s (mostly kernel time).
-    # The trailing ``cat`` keeps the command alive until our EOF has arrived: paramiko sends a
-    # channel's EOF outside its lock, so an EOF racing the server's CLOSE of a command that had
-    # already ended can arrive after the channel is gone, and sshd then drops the whole
-    # connection ("ieof packet referred to nonexistent channel", seen here with fast batches).
-    # The digests are printed last, after the clean-up: a connection gone by then kills the
-    # shell at its first write (SIGPIPE), and nothing must be left behind when that happens.
-    where = shlex.quote(base)
-    size = sum(len(items[i][1]) for i, _r, _m in plan)
+def _archive(
+    items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], plan: list[tuple[int, str, int]]
+) -> Iterator[tuple[bytes, ...]]:
+    """The archive, a member at a time: each file is read as its turn comes and let go once
+    sent."""
+    for i, rel, mtime in plan:
+        data = items[i][1]
+        yield _member(rel, data if isinstance(data, bytes | bytearray) else data.read(), mtime)
+    yield (b"\0" * (2 * tarfile.BLOCKSIZE),)
+
+
+def _extract_command(up: _Upload, tool: str) -> str:
+    """The command that extracts the archive on its stdin and prints the members' digests.
+
+    The folder may not exist yet: its own task (the planner emits folders first) may still be
+    waiting for another worker. Made here as the per-file copy makes a missing parent.
+    The archive is extracted into a fresh staging folder beside the files, and only when every
+    member arrived, was extracted and hashed are they moved (renamed) to their partial names:
+    if the connection drops mid-stream, sshd does not stop the command, and a `tar -x` straight
+    into the partial names would go on extracting the members that did arrive, into names the
+    retry of those files (per file, on a new connection) may already have renamed into place:
+    stray partial files (seen with the connection-cut test under load). A stream cut anywhere
+    fails tar (mid-member) or the hash tool (a member missing), and the staging folder goes.
+    This replaced taking the archive whole into a temporary file first, which wrote and read
+    every byte once more on the server: 1 GiB of 16 MiB batches, extract alone 0.97 s, through
+    a temporary file 2.16 s (mostly kernel time).
+
+    The trailing ``cat`` keeps the command alive until our EOF has arrived: paramiko sends a
+    channel's EOF outside its lock, so an EOF racing the server's CLOSE of a command that had
+    already ended can arrive after the channel is gone, and sshd then drops the whole
+    connection ("ieof packet referred to nonexistent channel", seen here with fast batches).
+    The digests are printed last, after the clean-up: a connection gone by then kills the
+    shell at its first write (SIGPIPE), and nothing must be left behind when that happens.
+    """
+    where = shlex.quote(up.base)
     moves = " && ".join(
         f"mkdir -p -- {shlex.quote('./' + folder)} && mv -f -- {' '.join(srcs)} {shlex.quote('./' + folder + '/')}"
         if folder
         else f"mv -f -- {' '.join(srcs)} ./"
-        for folder, srcs in groups.items()
+        for folder, srcs in up.groups.items()
     )
-    command = (
+    return (
         f"{{ cd -- {where} 2>/dev/null || {{ mkdir -p -- {where} && cd -- {where}; }}; }} && "
         f"d=$(mktemp -d ./.ferry-batch.XXXXXX) || {{ cat >/dev/null; exit 1; }}; "
-        f'tar -x -o -f - -C "$d" && r=$(cd "$d" && {tool} -- {" ".join(args)}) && {moves}; s=$?; '
+        f'tar -x -o -f - -C "$d" && r=$(cd "$d" && {tool} -- {" ".join(up.args)}) && {moves}; s=$?; '
         f'rm -rf -- "$d"; cat >/dev/null; [ $s -eq 0 ] && printf \'%s\\n\' "$r"; exit $s'
     )
-    try:
-        rc, out, err = host.shell.run(command.encode("utf-8"), timeout=max(60.0, size / (1 << 20)), stdin=stream())
-    except BaseException as exc:
-        for i, _p in todo:
-            results[i] = exc
-        return results
-    if rc != 0:
-        digests = None
-    elif algo is None:
-        digests = _parse_sizes(out, ["./" + posixpath.relpath(p, base) for _i, p in todo])
-    else:
-        digests = parse_digests(out, len(todo))
-    if digests is None:
-        problem = Transient(
-            f"tar batch on {host.target.hostname} failed (exit {rc})", detail=err.decode(errors="replace")[-500:]
-        )
-        log.info("%s; its files go per file: %s", problem.message, problem.detail)
-        for i, _p in todo:
-            results[i] = problem
-        return results
-    state(host).uploads += len(todo)
-    for (i, _p), digest in zip(todo, digests, strict=True):
-        results[i] = digest
-    return results
+
+
+def _upload_digests(out: bytes, algo: str | None, up: _Upload) -> list[str] | None:
+    """One answer per member from what the command printed, or None if it does not fit."""
+    if algo is None:
+        return _parse_sizes(out, ["./" + posixpath.relpath(p, up.base) for _i, p in up.todo])
+    return parse_digests(out, len(up.todo))
 
 
 def _parse_sizes(out: bytes, names: list[str]) -> list[str] | None:
@@ -390,62 +430,18 @@ def read_batch(backend: OnHost, paths: Sequence[str]) -> list[Fetched | BaseExce
     (any exception: move that file per file, which reports its real problem)."""
     host = backend._host
     results: list[Fetched | BaseException] = [Unsupported("not fetched in a tar batch")] * len(paths)
-    wanted: dict[str, int] = {}
-    for i, p in enumerate(paths):
-        if safe_name(p):
-            wanted.setdefault(p, i)
-    base = _base_of([posixpath.dirname(p) for p in wanted]) if wanted else None
-    if base is None:
+    asked = _plan_download(paths)
+    if asked is None:
         return results
-    rels = {_norm(posixpath.relpath(p, base)): i for p, i in wanted.items()}
-    args: list[str] = []
-    size = 0
-    for rel in list(rels):
-        arg = shlex.quote("./" + rel)
-        if size + len(arg) + 1 > MAX_COMMAND:
-            del rels[rel]  # left for per-file (the caller keeps batches far below this)
-            continue
-        args.append(arg)
-        size += len(arg) + 1
+    base, rels, args = asked
     command = f"cd -- {shlex.quote(base)} && exec tar -c -f - --no-recursion {' '.join(args)}"
-    got: dict[int, Fetched | BaseException] = {}
-    err = b""
-    rc = -1
     chan, generation = host.pool.open_channel(
         lambda transport: transport.open_session(
             window_size=limits.WINDOW, max_packet_size=limits.MAX_PACKET, timeout=30
         )
     )
     try:
-        chan.settimeout(120)
-        reader = _Reader(chan)
-        # No EOF is sent: tar -c reads no input, and an EOF racing the end of a fast command can
-        # cost the whole connection (see write_batch).
-        chan.exec_command(command.encode("utf-8"))
-        try:
-            for name, size, mtime, regular in _members(reader):
-                found = rels.get(_norm(name))
-                if found is None or found in got or not regular:
-                    reader.skip(size + (-size % tarfile.BLOCKSIZE))
-                    if found is not None and found not in got:
-                        got[found] = Unsupported(f"{backend.display(paths[found])} is not a regular file")
-                    continue  # not asked for (or twice): never trusted
-                data = bytearray(size)  # each byte copied once, from the channel straight into place
-                reader.fill(memoryview(data))
-                reader.skip(-size % tarfile.BLOCKSIZE)
-                when = datetime.fromtimestamp(int(mtime), UTC)
-                got[found] = (Entry(paths[found], posixpath.basename(paths[found]), Kind.FILE, size, when), data)
-            reader.drain()  # the zeros tar pads its last record with
-        except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
-            log.info("tar stream from %s broke off: %s", host.target.hostname, exc)
-            stream_broke: BaseException | None = exc
-        else:
-            stream_broke = None
-        try:
-            err = chan.makefile_stderr("rb").read()
-            rc = chan.recv_exit_status()
-        except Exception:
-            rc = -1
+        got, stream_broke, err, rc = _fetch(host, chan, command, rels, paths, backend.display)
     except Exception as exc:
         mapped = exc if isinstance(exc, FerryError) else map_error(exc, host.target.hostname)
         for i in rels.values():
@@ -456,26 +452,110 @@ def read_batch(backend: OnHost, paths: Sequence[str]) -> list[Fetched | BaseExce
         host.pool.release(generation)
     text = err.decode("utf-8", "replace")
     if rc != 0:
-        # GNU tar pads a file that shrank while it read it with zeros and says so only on
-        # stderr (exit 1): a file it named is never trusted; if it named none of ours, none is.
-        lines = text.splitlines()
-        named = {i: [line for line in lines if f"./{rel}:" in line] for rel, i in rels.items()}
-        named = {i: said for i, said in named.items() if said}
-        if not named:
-            got = {}
-        for i, said in named.items():
-            shown = backend.display(paths[i])
-            gone = any("No such file" in line for line in said)
-            got[i] = (
-                NotFound(f"No such file: {shown}")
-                if gone
-                else Transient(f"remote tar could not read {shown}", detail=" ".join(said)[-500:])
-            )
+        got = _named_by_tar(text, rels, paths, got, backend.display)
     broke = Transient(f"tar stream from {host.target.hostname} ended early", detail=str(stream_broke or text[-300:]))
     for i in rels.values():
         results[i] = got.get(i, broke)
     state(host).downloads += sum(1 for r in got.values() if isinstance(r, tuple))
     return results
+
+
+def _plan_download(paths: Sequence[str]) -> tuple[str, dict[str, int], list[str]] | None:
+    """The folder to work in, the members asked for (name relative to it -> index in
+    ``paths``) and their names quoted for the command line; None if nothing can go."""
+    wanted: dict[str, int] = {}
+    for i, p in enumerate(paths):
+        if safe_name(p):
+            wanted.setdefault(p, i)
+    base = _base_of([posixpath.dirname(p) for p in wanted]) if wanted else None
+    if base is None:
+        return None
+    rels = {_norm(posixpath.relpath(p, base)): i for p, i in wanted.items()}
+    args: list[str] = []
+    size = 0
+    for rel in list(rels):
+        arg = shlex.quote("./" + rel)
+        if size + len(arg) + 1 > MAX_COMMAND:
+            del rels[rel]  # left for per-file (the caller keeps batches far below this)
+            continue
+        args.append(arg)
+        size += len(arg) + 1
+    return base, rels, args
+
+
+def _fetch(
+    host: Host, chan: Any, command: str, rels: dict[str, int], paths: Sequence[str], display: Callable[[str], str]
+) -> tuple[dict[int, Fetched | BaseException], BaseException | None, bytes, int]:
+    """Run ``command`` on ``chan`` and read its archive: what each member asked for gave, why
+    the stream broke off (None if it did not), and the command's stderr and exit status."""
+    chan.settimeout(120)
+    reader = _Reader(chan)
+    # No EOF is sent: tar -c reads no input, and an EOF racing the end of a fast command can
+    # cost the whole connection (see _extract_command).
+    chan.exec_command(command.encode("utf-8"))
+    got: dict[int, Fetched | BaseException] = {}
+    stream_broke: BaseException | None = None
+    try:
+        _take_members(reader, rels, paths, display, got)
+        reader.drain()  # the zeros tar pads its last record with
+    except (tarfile.TarError, EOFError, OSError, ValueError) as exc:
+        log.info("tar stream from %s broke off: %s", host.target.hostname, exc)
+        stream_broke = exc
+    err, rc = b"", -1
+    try:
+        err = chan.makefile_stderr("rb").read()
+        rc = chan.recv_exit_status()
+    except Exception:
+        rc = -1
+    return got, stream_broke, err, rc
+
+
+def _take_members(
+    reader: _Reader,
+    rels: dict[str, int],
+    paths: Sequence[str],
+    display: Callable[[str], str],
+    got: dict[int, Fetched | BaseException],
+) -> None:
+    """Each member asked for into ``got`` (by its index in ``paths``); anything else is skipped."""
+    for name, size, mtime, regular in _members(reader):
+        found = rels.get(_norm(name))
+        if found is None or found in got or not regular:
+            reader.skip(size + (-size % tarfile.BLOCKSIZE))
+            if found is not None and found not in got:
+                got[found] = Unsupported(f"{display(paths[found])} is not a regular file")
+            continue  # not asked for (or twice): never trusted
+        data = bytearray(size)  # each byte copied once, from the channel straight into place
+        reader.fill(memoryview(data))
+        reader.skip(-size % tarfile.BLOCKSIZE)
+        when = datetime.fromtimestamp(int(mtime), UTC)
+        got[found] = (Entry(paths[found], posixpath.basename(paths[found]), Kind.FILE, size, when), data)
+
+
+def _named_by_tar(
+    text: str,
+    rels: dict[str, int],
+    paths: Sequence[str],
+    got: dict[int, Fetched | BaseException],
+    display: Callable[[str], str],
+) -> dict[int, Fetched | BaseException]:
+    """``got`` after a failed ``tar -c``. GNU tar pads a file that shrank while it read it with
+    zeros and says so only on stderr (exit 1): a file it named is never trusted; if it named
+    none of ours, none is."""
+    lines = text.splitlines()
+    named = {i: [line for line in lines if f"./{rel}:" in line] for rel, i in rels.items()}
+    named = {i: said for i, said in named.items() if said}
+    if not named:
+        got = {}
+    for i, said in named.items():
+        shown = display(paths[i])
+        gone = any("No such file" in line for line in said)
+        got[i] = (
+            NotFound(f"No such file: {shown}")
+            if gone
+            else Transient(f"remote tar could not read {shown}", detail=" ".join(said)[-500:])
+        )
+    return got
 
 
 class _Reader:

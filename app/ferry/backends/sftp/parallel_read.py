@@ -74,60 +74,17 @@ class ParallelRangeReader:
         parsing happens here, not in a helper thread per block. Each reply's data is copied once,
         from the channel's chunks into its place in the block (``paramiko_adapter.reply_into``);
         paramiko's own reply path copied it five times or more."""
-        n = len(self._clients)
         client = self._clients[k]
         pipe = adapter.pipe_of(client) if self._in_order else None
-        pieces = deque(
-            (i, o, min(self._request, off + size - o))
-            for i in range(k, len(self._blocks), n)
-            for off, size in (self._blocks[i],)
-            for o in range(off, off + size, self._request)
-        )
+        pieces = self._pieces(k)
         pending: deque[tuple[int, int, int, int]] = deque()  # (request id, block, offset in block, bytes asked)
         filled: dict[int, tuple[bytearray, int]] = {}  # block -> (its bytes, how many arrived)
         f = None
         try:
             f = client.open(path, "rb")
             handle = adapter.handle_of(f)
-            while True:
-                while pieces and len(pending) < depth:
-                    i = pieces[0][0]
-                    with self._cond:
-                        while not self._stop and i - self._next >= AHEAD * n and not pending:
-                            self._cond.wait()
-                        if self._stop:
-                            return
-                        allowed = i - self._next < AHEAD * n
-                    if not allowed:
-                        break  # receive what is in flight first
-                    i, o, ln = pieces.popleft()
-                    if i not in filled:
-                        filled[i] = (self._new_block(self._blocks[i][1]), 0)
-                    at = o - self._blocks[i][0]
-                    num = adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), ln)
-                    pending.append((num, i, at, ln))
-                if not pending:
-                    return
-                num, i, at, ln = pending.popleft()
-                block, got = filled[i]
-                target = memoryview(block)[at : at + ln]
-                if pipe is not None:
-                    size = adapter.reply_into(client, pipe, num, target)
-                else:
-                    size = adapter.reply_copied(client, num, target)
-                if size != ln:
-                    # Not a dropped connection (what an EOFError would be taken for): the file is
-                    # shorter than its size said. The queue retries it from a fresh stat.
-                    where = self._blocks[i][0] + at
-                    raise Transient(f"The file changed while it was read: {size} of {ln} bytes at {where}")
-                got += ln
-                if got == len(block):
-                    del filled[i]
-                    with self._cond:
-                        self._ready[i] = block
-                        self._cond.notify_all()
-                else:
-                    filled[i] = (block, got)
+            while self._ask(client, handle, depth, pieces, pending, filled) and pending:
+                self._receive(client, pipe, pending, filled)
         except BaseException as exc:
             with self._cond:
                 self._ok[k] = False
@@ -141,6 +98,76 @@ class ParallelRangeReader:
                     f.close()
                 except Exception:
                     self._ok[k] = False
+
+    def _pieces(self, k: int) -> deque[tuple[int, int, int]]:
+        """Stream ``k``'s READs, in order: (block, file offset, bytes)."""
+        n = len(self._clients)
+        return deque(
+            (i, o, min(self._request, off + size - o))
+            for i in range(k, len(self._blocks), n)
+            for off, size in (self._blocks[i],)
+            for o in range(off, off + size, self._request)
+        )
+
+    def _ask(
+        self,
+        client: Any,
+        handle: bytes,
+        depth: int,
+        pieces: deque[tuple[int, int, int]],
+        pending: deque[tuple[int, int, int, int]],
+        filled: dict[int, tuple[bytearray, int]],
+    ) -> bool:
+        """Send READs until ``depth`` are in flight, none for a block more than AHEAD blocks per
+        stream past the one the consumer needs (with nothing in flight, wait until it moves on).
+        False once the reader is closed."""
+        n = len(self._clients)
+        while pieces and len(pending) < depth:
+            i = pieces[0][0]
+            with self._cond:
+                while not self._stop and i - self._next >= AHEAD * n and not pending:
+                    self._cond.wait()
+                if self._stop:
+                    return False
+                allowed = i - self._next < AHEAD * n
+            if not allowed:
+                break  # receive what is in flight first
+            i, o, ln = pieces.popleft()
+            if i not in filled:
+                filled[i] = (self._new_block(self._blocks[i][1]), 0)
+            at = o - self._blocks[i][0]
+            num = adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), ln)
+            pending.append((num, i, at, ln))
+        return True
+
+    def _receive(
+        self,
+        client: Any,
+        pipe: adapter.ChunkPipe | None,
+        pending: deque[tuple[int, int, int, int]],
+        filled: dict[int, tuple[bytearray, int]],
+    ) -> None:
+        """Read the oldest READ's reply into its place; hand its block over once complete."""
+        num, i, at, ln = pending.popleft()
+        block, got = filled[i]
+        target = memoryview(block)[at : at + ln]
+        if pipe is not None:
+            size = adapter.reply_into(client, pipe, num, target)
+        else:
+            size = adapter.reply_copied(client, num, target)
+        if size != ln:
+            # Not a dropped connection (what an EOFError would be taken for): the file is
+            # shorter than its size said. The queue retries it from a fresh stat.
+            where = self._blocks[i][0] + at
+            raise Transient(f"The file changed while it was read: {size} of {ln} bytes at {where}")
+        got += ln
+        if got == len(block):
+            del filled[i]
+            with self._cond:
+                self._ready[i] = block
+                self._cond.notify_all()
+        else:
+            filled[i] = (block, got)
 
     def _new_block(self, size: int) -> bytearray:
         with self._cond:

@@ -170,59 +170,14 @@ class ParallelRangeWriter:
     # ---- the streams ----
     def _stream(self, k: int, handle: bytes | None) -> None:
         client = self._clients[k]
-        q = self._queues[k]
         pending: deque[tuple[int, int]] = deque()  # (request, block)
         left: dict[int, int] = {}  # block -> WRITEs not yet acknowledged
         try:
             if handle is None:
                 handle = self._open_handle(client)
                 self.handles_open[k] = True
-            while True:
-                with self._cond:
-                    while not q and not pending and self._error is None:
-                        self._cond.wait()
-                    failed = self._error is not None
-                    item = q[0] if q else None
-                    more = bool(q)
-                if failed:
-                    break
-                if not more:  # nothing new yet: take a reply meanwhile
-                    self._ack(client, pending, left)
-                    continue
-                if item is None:  # the end
-                    break
-                i, at, data = item
-                while True:  # stay within LEAD blocks of the first unacknowledged one
-                    with self._cond:
-                        if self._error is not None or i < self._lowest + LEAD:
-                            break
-                        if not pending:
-                            self._cond.wait()
-                            continue
-                    self._ack(client, pending, left)
-                if self._error is not None:
-                    break
-                n_pieces = (len(data) + self._step - 1) // self._step
-                left[i] = n_pieces
-                for s in range(0, len(data), self._step):
-                    piece = data[s : s + self._step]
-                    pending.append((self._send_write(client, handle, at + s, piece), i))
-                    while pending and (len(pending) > DEPTH or self._recv_ready(client)):
-                        self._ack(client, pending, left)
-                with self._cond:
-                    q.popleft()
-                    if len(self._spare) < len(self._queues) + 1:
-                        self._spare.append(data.obj)  # type: ignore[arg-type]  # every byte is in packets by now
-                    self._cond.notify_all()
-            # Every reply is read, even after a failure, so the channel stays in step.
-            failure: BaseException | None = None
-            while pending:
-                try:
-                    self._ack(client, pending, left)
-                except BaseException as exc:
-                    failure = failure or exc
-            if failure is not None:
-                raise failure
+            self._send_blocks(k, client, handle, pending, left)
+            self._ack_all(client, pending, left)  # even after a failure: the channel stays in step
         except BaseException as exc:
             with self._cond:
                 if self._error is None or isinstance(self._error, _Discarded):
@@ -235,14 +190,89 @@ class ParallelRangeWriter:
                     pass
         finally:
             if handle is not None and self.handles_open[k] and k > 0:
-                try:
-                    self._close_handle(client, handle)
-                    self.handles_open[k] = False
-                except BaseException as exc:
-                    with self._cond:
-                        if self._error is None:
-                            self._error = exc
-                        self._cond.notify_all()
+                self._close_stream_handle(k, client, handle)
+
+    def _send_blocks(
+        self, k: int, client: Any, handle: bytes, pending: deque[tuple[int, int]], left: dict[int, int]
+    ) -> None:
+        """Send stream ``k``'s blocks as they are queued, until the end or a failure (any
+        stream's), taking replies whenever there is nothing to send."""
+        q = self._queues[k]
+        while True:
+            with self._cond:
+                while not q and not pending and self._error is None:
+                    self._cond.wait()
+                failed = self._error is not None
+                item = q[0] if q else None
+                more = bool(q)
+            if failed:
+                return
+            if not more:  # nothing new yet: take a reply meanwhile
+                self._ack(client, pending, left)
+                continue
+            if item is None:  # the end
+                return
+            if not self._within_lead(item[0], client, pending, left):
+                return
+            self._send_block(client, handle, item, pending, left)
+            with self._cond:
+                q.popleft()
+                if len(self._spare) < len(self._queues) + 1:
+                    self._spare.append(item[2].obj)  # type: ignore[arg-type]  # every byte is in packets by now
+                self._cond.notify_all()
+
+    def _within_lead(self, i: int, client: Any, pending: deque[tuple[int, int]], left: dict[int, int]) -> bool:
+        """Wait (taking replies) until block ``i`` is within LEAD blocks of the first one not
+        acknowledged in full; False if a stream failed meanwhile."""
+        while True:
+            with self._cond:
+                if self._error is not None or i < self._lowest + LEAD:
+                    break
+                if not pending:
+                    self._cond.wait()
+                    continue
+            self._ack(client, pending, left)
+        return self._error is None
+
+    def _send_block(
+        self,
+        client: Any,
+        handle: bytes,
+        item: tuple[int, int, memoryview],
+        pending: deque[tuple[int, int]],
+        left: dict[int, int],
+    ) -> None:
+        """WRITEs of one block at its offset, reading replies already here (and the oldest once
+        DEPTH are out)."""
+        i, at, data = item
+        left[i] = (len(data) + self._step - 1) // self._step
+        for s in range(0, len(data), self._step):
+            piece = data[s : s + self._step]
+            pending.append((self._send_write(client, handle, at + s, piece), i))
+            while pending and (len(pending) > DEPTH or self._recv_ready(client)):
+                self._ack(client, pending, left)
+
+    def _ack_all(self, client: Any, pending: deque[tuple[int, int]], left: dict[int, int]) -> None:
+        """Read every outstanding reply; the first failure is raised after all are read."""
+        failure: BaseException | None = None
+        while pending:
+            try:
+                self._ack(client, pending, left)
+            except BaseException as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
+
+    def _close_stream_handle(self, k: int, client: Any, handle: bytes) -> None:
+        """Close a handle this stream opened (stream 0's belongs to the writer)."""
+        try:
+            self._close_handle(client, handle)
+            self.handles_open[k] = False
+        except BaseException as exc:
+            with self._cond:
+                if self._error is None:
+                    self._error = exc
+                self._cond.notify_all()
 
     def _ack(self, client: Any, pending: deque[tuple[int, int]], left: dict[int, int]) -> None:
         num, i = pending.popleft()

@@ -464,15 +464,7 @@ def _read_message(pk: Any, original: Any, inbox: _Inbox, transport: Any) -> tupl
     the IV counter and the rekey accounting are paramiko's."""
     sock = getattr(pk, _P + "socket")
     engine = getattr(pk, _P + "block_engine_in")
-    if (
-        not getattr(pk, _P + "aead_in")
-        or engine is None
-        or getattr(pk, _P + "etm_in")
-        or getattr(pk, _P + "compress_engine_in") is not None
-        or getattr(pk, _P + "dump_packets")
-        or getattr(pk, _P + "remainder")
-        or not isinstance(sock, socket.socket)
-    ):
+    if not _lean_readable(pk, sock, engine):
         inbox.hand_to(pk)
         return original()  # type: ignore[no-any-return]
     from paramiko import SSHException
@@ -496,7 +488,42 @@ def _read_message(pk: Any, original: Any, inbox: _Inbox, transport: Any) -> tupl
     setattr(pk, _P + "iv_in", pk._inc_iv_counter(iv))
     padding = plain[0]
     cmd = plain[1]
-    seqno = getattr(pk, _P + "sequence_number_in")
+    seqno = _count_received(pk, raw)
+    if cmd == _MSG_CHANNEL_DATA:
+        if not transport._expected_packet and _fed_to_pipe(transport, plain, packet_size - padding):
+            ignored = Message()
+            ignored.seqno = seqno
+            return _MSG_IGNORE, ignored
+        msg = Message(plain)  # shares the bytes; channel data is read by its length, never to the end
+        msg.packet.seek(2)
+    else:
+        msg = Message(plain[2 : packet_size - padding])
+    msg.seqno = seqno
+    return cmd, msg
+
+
+def _lean_readable(pk: Any, sock: Any, engine: Any) -> bool:
+    """Whether the next packet can be read the lean way: an AEAD cipher without
+    encrypt-then-MAC or compression, no packet dump, nothing paramiko's own reader holds, and a
+    real socket; otherwise paramiko's ``read_message`` reads it."""
+    return not (
+        not getattr(pk, _P + "aead_in")
+        or engine is None
+        or getattr(pk, _P + "etm_in")
+        or getattr(pk, _P + "compress_engine_in") is not None
+        or getattr(pk, _P + "dump_packets")
+        or getattr(pk, _P + "remainder")
+        or not isinstance(sock, socket.socket)
+    )
+
+
+def _count_received(pk: Any, raw: int) -> int:
+    """Account for one packet of ``raw`` bytes received as ``Packetizer.read_message`` does
+    (byte and packet counts, a rekey asked for or overdue, the sequence number); returns the
+    packet's sequence number."""
+    from paramiko import SSHException
+
+    seqno: int = getattr(pk, _P + "sequence_number_in")
     received_bytes = getattr(pk, _P + "received_bytes") + raw
     received_packets = getattr(pk, _P + "received_packets") + 1
     setattr(pk, _P + "received_bytes", received_bytes)
@@ -516,22 +543,19 @@ def _read_message(pk: Any, original: Any, inbox: _Inbox, transport: Any) -> tupl
     if next_seqno == 0 and not pk._initial_kex_done:
         raise SSHException("Sequence number rolled over during initial kex!")
     setattr(pk, _P + "sequence_number_in", next_seqno)
-    if cmd == _MSG_CHANNEL_DATA and not transport._expected_packet:
-        chanid, size = struct.unpack_from(">II", plain, 2)
-        chan = transport._channels.get(chanid)
-        pipe = getattr(chan, "in_buffer", None)
-        if isinstance(pipe, ChunkPipe) and 10 + size <= packet_size - padding:
-            pipe.feed(memoryview(plain)[10 : 10 + size])  # a fresh bytes object per packet: a view is safe
-            ignored = Message()
-            ignored.seqno = seqno
-            return _MSG_IGNORE, ignored
-    if cmd == _MSG_CHANNEL_DATA:
-        msg = Message(plain)  # shares the bytes; channel data is read by its length, never to the end
-        msg.packet.seek(2)
-    else:
-        msg = Message(plain[2 : packet_size - padding])
-    msg.seqno = seqno
-    return cmd, msg
+    return seqno
+
+
+def _fed_to_pipe(transport: Any, plain: bytes, end: int) -> bool:
+    """Feed a CHANNEL_DATA packet's data (``plain[10:end]`` at most) to its channel's
+    :class:`ChunkPipe`, if it reads through one; False otherwise (paramiko dispatches it)."""
+    chanid, size = struct.unpack_from(">II", plain, 2)
+    chan = transport._channels.get(chanid)
+    pipe = getattr(chan, "in_buffer", None)
+    if isinstance(pipe, ChunkPipe) and 10 + size <= end:
+        pipe.feed(memoryview(plain)[10 : 10 + size])  # a fresh bytes object per packet: a view is safe
+        return True
+    return False
 
 
 class ChunkPipe:
