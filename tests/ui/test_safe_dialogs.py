@@ -51,3 +51,20 @@ def test_enter_in_the_consent_question_says_not_now(qtbot: QtBot) -> None:
     dlg = YesNoDialog("Globus", "Log in to Globus now? [y/N]")
     _press_enter(qtbot, dlg)
     assert dlg.result() == YesNoDialog.DialogCode.Rejected
+
+
+def test_the_conflict_dialog_says_how_the_sides_differ(qtbot: QtBot) -> None:
+    from datetime import timedelta
+
+    from ferry.ui.dialogs.conflict import difference
+
+    now = datetime.now(UTC)
+    src = Entry("/src/a.csv", "a.csv", Kind.FILE, 2048, now)
+    older = Entry("/dst/a.csv", "a.csv", Kind.FILE, 1024, now - timedelta(hours=1))
+    assert difference(src, older) == "The source is 1.0 KiB larger, the source is newer."
+    same = Entry("/dst/a.csv", "a.csv", Kind.FILE, 2048, now)
+    assert difference(src, same).startswith("They look identical")
+    dlg = ConflictDialog("/dst/a.csv", src, older, job_id=1)
+    qtbot.addWidget(dlg)
+    assert "larger" in dlg.difference.text()
+    assert set(dlg.buttons) == {"overwrite", "skip", "rename", "resume", "newer", "different"}

@@ -28,7 +28,29 @@ ANSWERS = (
     ("rename", "Rename", "Keep both: the copy gets a name like 'data (1).csv'"),
     ("resume", "Resume", "Continue a shorter existing file from where it ends (verified as a whole)"),
     ("newer", "Overwrite if newer", "Replace only if the source is newer"),
+    ("different", "Overwrite if different", "Replace only if size or modification time differ"),
 )
+
+
+def difference(source: Entry, existing: Entry) -> str:
+    """How the two sides differ, in words, from their sizes and times (what a person decides on)."""
+    parts = []
+    if source.size is not None and existing.size is not None:
+        if source.size == existing.size:
+            parts.append("same size")
+        else:
+            bigger = "larger" if source.size > existing.size else "smaller"
+            parts.append(f"the source is {format_size(abs(source.size - existing.size))} {bigger}")
+    if source.mtime is not None and existing.mtime is not None:
+        seconds = (source.mtime - existing.mtime).total_seconds()
+        if abs(seconds) < 1:
+            parts.append("same modification time")
+        else:
+            parts.append("the source is newer" if seconds > 0 else "the existing file is newer")
+    if parts[:2] == ["same size", "same modification time"]:
+        return "They look identical (same size and time), but the contents may differ."
+    text = ", ".join(parts) + "."
+    return text[0].upper() + text[1:] if parts else ""
 
 
 class ConflictDialog(SafeDialog):
@@ -50,6 +72,9 @@ class ConflictDialog(SafeDialog):
             grid.addWidget(QLabel(format_size(e.size) if e.size is not None else "unknown"), row, 1)
             grid.addWidget(QLabel(mtime_text(e.mtime)), row, 2)
         lay.addLayout(grid)
+        self.difference = QLabel(difference(source, existing))
+        self.difference.setObjectName("difference")
+        lay.addWidget(self.difference)
         self.for_all = QCheckBox("Apply to all remaining conflicts of this job")
         self.for_all.setToolTip("Kept with this job (also after a restart); other jobs ask again")
         self.for_all.setObjectName("forAll")
