@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from pytestqt.qtbot import QtBot
 
 from ferry.ui.demo import BUCKET, SSH_ALIAS, DemoServers
 from ferry.ui.main_window import MainWindow
@@ -25,8 +26,8 @@ def demo() -> Iterator[DemoServers]:
 
 
 def test_demo_opens_the_window_on_sample_data_and_copies_to_the_sftp_server(
-    qtbot, window: MainWindow, demo: DemoServers
-) -> None:  # type: ignore[no-untyped-def]
+    qtbot: QtBot, window: MainWindow, demo: DemoServers
+) -> None:
     assert demo.problems == []
     with qtbot.waitSignal(window.right.listed, timeout=30_000):
         demo.open_in(window)

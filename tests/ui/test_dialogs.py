@@ -6,11 +6,12 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from PySide6.QtWidgets import QApplication, QDialog, QLabel
+from PySide6.QtWidgets import QApplication, QDialog, QLabel, QTableWidget
 
 from ferry.backends.base import Entry, Kind
 from ferry.backends.memory import MemoryBackend
 from ferry.core.address import parse_address
+from ferry.core.outcomes import TaskState
 from ferry.credentials.sites import SiteStore
 from ferry.sharing import ledger
 from ferry.sharing.types import Link
@@ -27,6 +28,12 @@ from ferry.ui.dialogs.transfer_settings import TransferSettingsDialog
 from ferry.ui.settings import TransferSettings, load_transfer_settings, save_transfer_settings
 
 T0 = datetime(2026, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def cell_text(table: QTableWidget, row: int, column: int) -> str:
+    item = table.item(row, column)
+    assert item is not None, (row, column)
+    return item.text()
 
 
 def run_now(fn, on_done, on_error):  # type: ignore[no-untyped-def]
@@ -191,10 +198,11 @@ def test_share_dialog_lists_issued_links_with_countdown_copy_and_revoke_state(qt
     dlg = ShareDialog("s3://b/in/", "s3", run_now, create=create)
     qtbot.addWidget(dlg)
     assert dlg.table.rowCount() == 2
-    assert dlg.table.item(0, 2).text() in ("2 h 1 min", "2 h")
-    assert dlg.table.item(1, 2).text() == "until revoked"
+    assert cell_text(dlg.table, 0, 2) in ("2 h 1 min", "2 h")
+    assert cell_text(dlg.table, 1, 2) == "until revoked"
     assert not dlg.table.cellWidget(0, 3).isEnabled() and dlg.table.cellWidget(1, 3).isEnabled()
-    assert ShareDialog.countdown(soon, now=soon.expires + timedelta(seconds=1)) == "expired"  # type: ignore[operator]
+    assert soon.expires is not None
+    assert ShareDialog.countdown(soon, now=soon.expires + timedelta(seconds=1)) == "expired"
     dlg.kind.setCurrentIndex(dlg.kind.findData("upload"))
     dlg.amount.setValue(1)
     dlg.create_btn.click()
@@ -227,10 +235,17 @@ def test_conflict_dialog_answers_and_apply_to_all(qtbot) -> None:  # type: ignor
     bridge = Bridge()
     asker = ConflictAsker(bridge, lambda: None)
     shown: list[str] = []
-    bridge.prompt_shown.connect(
-        lambda d: (shown.append(d.findChild(QLabel).text()), d.for_all.setChecked(True), d.buttons["rename"].click())
-    )
-    task = Task(1, 7, "file", "/a/x.csv", "/b/x.csv", "x.csv", 10, None, None, "running", 0, False,
+
+    def answer(d: QDialog) -> None:
+        assert isinstance(d, ConflictDialog)
+        label = d.findChild(QLabel)
+        assert label is not None
+        shown.append(label.text())
+        d.for_all.setChecked(True)
+        d.buttons["rename"].click()
+
+    bridge.prompt_shown.connect(answer)
+    task = Task(1, 7, "file", "/a/x.csv", "/b/x.csv", "x.csv", 10, None, None, TaskState.RUNNING, 0, False,
                 None, None, None, None, None)  # fmt: skip
     answers: list[Answer] = []
     t = threading.Thread(target=lambda: answers.append(asker(Conflict(task, src, old, "/b/x.csv"))))

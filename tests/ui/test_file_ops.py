@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QItemSelectionModel, Qt
+from PySide6.QtCore import QItemSelectionModel, Qt, QUrl
 from PySide6.QtGui import QDesktopServices
 
 from ferry.backends.memory import MemoryBackend, get_store
@@ -70,7 +70,12 @@ def test_delete_says_how_many_files_and_bytes_and_cancel_keeps_them(qtbot, windo
     window._set_active(pane)
     select(pane, "set")
     asked: list[str] = []
-    window.confirm = lambda title, text: asked.append(text) or False  # type: ignore[method-assign]
+
+    def refuse(title: str, text: str) -> bool:
+        asked.append(text)
+        return False
+
+    window.confirm = refuse  # type: ignore[method-assign]
     window.action_map["delete"].trigger()
     qtbot.waitUntil(lambda: bool(asked))
     assert "2 file(s), 2.0 KiB" in asked[0] and "set" in asked[0]
@@ -112,7 +117,12 @@ def test_f6_move_deletes_sources_only_after_every_file_verified(qtbot, window: M
 
 def test_open_downloads_to_the_cache_once_and_reuses_it_while_unchanged(qtbot, window: MainWindow, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     opened: list[str] = []
-    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: opened.append(url.toLocalFile()) or True))
+
+    def open_url(url: QUrl) -> bool:
+        opened.append(url.toLocalFile())
+        return True
+
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(open_url))
     fill_memory("openme", "/docs", 0)
     b = MemoryBackend(parse_address("memory://openme/"))
     with b.open_write("/docs/paper.txt", size=5, token="t") as w:

@@ -73,7 +73,10 @@ def test_listing_columns_say_what_each_entry_is() -> None:
     m = ListingModel()
     m.set_entries(entries(2), Address("memory", "/d", host="t"))
     by_name = {m.entry(r).name: r for r in range(m.rowCount())}
-    kind = lambda n: m.data(m.index(by_name[n], KIND))  # noqa: E731
+
+    def kind(name: str) -> object:
+        return m.data(m.index(by_name[name], KIND))
+
     assert kind("dir0") == "Folder"
     assert kind("f000.csv") == "CSV file"
     assert kind("link") == "→ f001.csv"  # link target

@@ -75,7 +75,12 @@ def test_f6_with_size_checks_asks_before_accepting_an_unverified_move(qtbot, tmp
     w._set_active(w.left)
     _select_all(w.left)
     asked: list[str] = []
-    w.confirm = lambda title, text: asked.append(text) or False  # type: ignore[method-assign]
+
+    def refuse(title: str, text: str) -> bool:
+        asked.append(text)
+        return False
+
+    w.confirm = refuse  # type: ignore[method-assign]
     w.action_map["move"].trigger()
     qtbot.wait(300)
     assert asked and "not by checksum" in asked[0]

@@ -89,7 +89,12 @@ def test_rejected_host_key_does_not_connect_and_says_why(  # type: ignore[no-unt
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     ssh_config(Path(os.environ["FERRY_SSH_CONFIG"]), server, empty)
-    shown = answer_with(window, lambda d: d.reject_button.click())
+
+    def reject(d: QDialog) -> None:
+        assert isinstance(d, HostKeyDialog)
+        d.reject_button.click()
+
+    shown = answer_with(window, reject)
     with qtbot.waitSignal(window.left.listed, timeout=30_000):
         window.left.navigate("cluster:/")
     assert len(shown) == 1, window.left.error_text

@@ -8,6 +8,7 @@ from pathlib import Path
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent
 from PySide6.QtWidgets import QApplication
+from pytestqt.qtbot import QtBot
 
 from ferry.backends import registry
 from ferry.backends.memory import MemoryBackend, get_store
@@ -109,8 +110,8 @@ def test_a_stale_listing_never_overwrites_a_newer_one(qtbot, window: MainWindow,
 
 
 def test_f5_copies_selection_to_the_other_pane_and_the_queue_shows_it(
-    qtbot, window: MainWindow, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    qtbot: QtBot, window: MainWindow, tmp_path: Path
+) -> None:
     src = make_tree(tmp_path / "src", 30)
     dst = tmp_path / "dst"
     dst.mkdir()

@@ -17,7 +17,7 @@ def start_writer(*args: str | os.PathLike[str], done: Path | None = None) -> sub
     if done is not None:
         env["WRITER_DONE"] = str(done)
     return subprocess.Popen(
-        [sys.executable, str(WRITER), *map(os.fspath, args)],
+        [sys.executable, str(WRITER), *(os.fspath(a) for a in args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

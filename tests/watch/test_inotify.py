@@ -7,17 +7,21 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from ferry.transfers.watch_inotify import Event, Inotify
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify exists only on Linux")
 
 
-def _collect(ino: object, want: int, timeout: float = 10.0) -> list[object]:
-    got: list[object] = []
+def _collect(ino: Inotify, want: int, timeout: float = 10.0) -> list[Event]:
+    got: list[Event] = []
     deadline = time.monotonic() + timeout
     while len(got) < want and time.monotonic() < deadline:
-        got += ino.read(0.5)  # type: ignore[attr-defined]
+        got += ino.read(0.5)
     return got
 
 
@@ -38,14 +42,14 @@ def test_reports_close_after_write_rename_into_place_and_delete(tmp_path: Path) 
             for e in events
             for m in (wi.IN_CREATE, wi.IN_CLOSE_WRITE, wi.IN_MOVED_TO, wi.IN_DELETE)
             if e.mask & m
-        }  # type: ignore[attr-defined]
+        }
         assert ("a.h5", wi.IN_CREATE) in seen
         assert ("a.h5", wi.IN_CLOSE_WRITE) in seen
         assert ("b.h5", wi.IN_MOVED_TO) in seen
         assert ("a.h5", wi.IN_DELETE) in seen
-        subdir = [e for e in events if e.name == "sub"]  # type: ignore[attr-defined]
-        assert subdir and subdir[0].is_dir  # type: ignore[attr-defined]
-        assert all(e.folder == str(tmp_path) for e in events)  # type: ignore[attr-defined]
+        subdir = [e for e in events if e.name == "sub"]
+        assert subdir and subdir[0].is_dir
+        assert all(e.folder == str(tmp_path) for e in events)
     finally:
         ino.close()
 

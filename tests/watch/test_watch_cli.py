@@ -13,6 +13,8 @@ import pytest
 from helpers import Ferry, describe, events, file_digests, partials, stop, wait_until
 from watch.conftest import start_writer, wait_for_event, writer_result
 
+Arg = str | os.PathLike[str]  # one argument of the ferry command line
+
 
 @pytest.mark.parametrize("mode", ["inotify", "poll"])
 def test_ships_complete_files_as_they_appear(ferry: Ferry, tmp_path: Path, mode: str) -> None:
@@ -60,7 +62,7 @@ def test_kill_9_mid_stream_then_restart_neither_resends_nor_forgets(ferry: Ferry
     src, dst = tmp_path / "scratch", tmp_path / "archive"
     src.mkdir()
     marker = tmp_path / "DONE"
-    args = ["watch", src, dst, "--pattern", "*.dat", "--settle", "1s", "--delete-after-verify"]
+    args: list[Arg] = ["watch", src, dst, "--pattern", "*.dat", "--settle", "1s", "--delete-after-verify"]
     # Slow enough that the kill lands while files are on their way.
     first = ferry.popen(*args, "--bwlimit", "1M", "--json")
     writer = None
@@ -115,7 +117,7 @@ def test_bad_input_is_refused_before_anything_changes(ferry: Ferry, tmp_path: Pa
     src = tmp_path / "src"
     src.mkdir()
     (src / "f.dat").write_bytes(b"x")
-    cases = [
+    cases: list[tuple[list[Arg], str]] = [
         (["watch", tmp_path / "missing", tmp_path / "d"], "not found"),
         (["watch", src / "f.dat", tmp_path / "d"], "not a folder"),
         (["watch", src, src / "inside"], "inside the watched folder"),

@@ -179,8 +179,12 @@ def test_shipper_sends_each_file_while_the_code_keeps_computing(tmp_path: Path, 
             path = out / f"step_{step}.h5"
             path.write_bytes(bytes([step]) * 200_000)
             s.ship(path)
+
+            def arrived(p: Path = path) -> bool:
+                return (dest / p.name).exists()
+
             # The "next step" only starts once this output has arrived: it left without finish().
-            wait_until(lambda p=path: (dest / p.name).exists(), 30, what=f"{path.name} arrived before finish()")
+            wait_until(arrived, 30, what=f"{path.name} arrived before finish()")
         (out / "extra").mkdir()
         (out / "extra" / "x.txt").write_text("x")
         s.ship(out / "extra")
