@@ -220,14 +220,15 @@ def test_sftp_channel_data_skips_paramikos_dispatch_and_stays_exact(
 
     monkeypatch.setattr(limits, "PARALLEL_MIN", 8 << 20)
     fed: list[bool] = []
-    real_feed = paramiko.Channel._feed
+    real_feed = paramiko.Channel._feed  # type: ignore[attr-defined]  # private: not in types-paramiko
 
     def counting(chan: Any, m: Any) -> None:
         fed.append(isinstance(chan.in_buffer, adapter.ChunkPipe))
         real_feed(chan, m)
 
     # Transport.run dispatches through this table (it holds the functions, not the names).
-    monkeypatch.setitem(paramiko.Transport._channel_handler_table, 94, counting)  # MSG_CHANNEL_DATA
+    handlers = paramiko.Transport._channel_handler_table  # type: ignore[attr-defined]  # private, as above
+    monkeypatch.setitem(handlers, 94, counting)  # MSG_CHANNEL_DATA
     folder = sshd.mkdir()
     data = os.urandom((17 << 20) + 4097)
     (folder / "in.bin").write_bytes(data)

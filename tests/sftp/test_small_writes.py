@@ -15,6 +15,7 @@ import pytest
 
 import ferry.backends.sftp as sftp_mod
 import ferry.backends.sftp.names as names_mod
+import ferry.backends.sftp.protocol as protocol_mod
 import ferry.backends.sftp.writer as writer_mod
 from ferry.backends.base import temp_name
 from ferry.backends.sftp.protocol import entry_of
@@ -43,7 +44,7 @@ def _upload(backend: Any, path: Path, data: bytes, token: str, readback: str | N
     w.write(data[len(data) // 2 :])
     digest = w.finish()
     w.commit(overwrite=False, mtime=datetime(2020, 5, 17, 12, 0, 1, tzinfo=UTC))
-    return digest  # type: ignore[no-any-return]
+    return digest
 
 
 @pytest.mark.parametrize("request_size", [255 << 10, 32 << 10, 1000])
@@ -326,7 +327,7 @@ def test_connection_dropped_at_commit(
     import paramiko
 
     folder = sshd.mkdir()
-    real = writer_mod.setstat_then
+    real = protocol_mod.setstat_then  # the function writer_mod imported, before the patch below
 
     def drop(client: Any, *args: Any) -> None:
         if renamed:

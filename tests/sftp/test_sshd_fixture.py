@@ -8,6 +8,7 @@ import socket
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import paramiko
 import pytest
@@ -23,7 +24,15 @@ def run(*cmd: str | os.PathLike[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run([os.fspath(c) for c in cmd], capture_output=True, text=True, timeout=30, check=False)
 
 
-def connect(server: SshServer, **auth: object) -> paramiko.SSHClient:
+class Auth(TypedDict, total=False):
+    """How connect() logs in: paramiko's SSHClient.connect arguments of that name."""
+
+    key_filename: str
+    passphrase: str
+    password: str
+
+
+def connect(server: SshServer, **auth: Unpack[Auth]) -> paramiko.SSHClient:
     """A paramiko client that trusts only the server's known_hosts file."""
     client = paramiko.SSHClient()
     client.load_host_keys(str(server.known_hosts))
@@ -31,6 +40,12 @@ def connect(server: SshServer, **auth: object) -> paramiko.SSHClient:
     auth = auth or {"key_filename": str(server.client_key)}
     client.connect(server.host, server.port, server.user, look_for_keys=False, allow_agent=False, timeout=10, **auth)
     return client
+
+
+def transport(client: paramiko.SSHClient) -> paramiko.Transport:
+    t = client.get_transport()
+    assert t is not None, "the client is not connected"
+    return t
 
 
 def exec_out(client: paramiko.SSHClient, command: str) -> str:
@@ -88,7 +103,7 @@ def test_known_hosts_and_fingerprints_match_the_server(sshd: SshServer) -> None:
 def test_paramiko_verifies_host_key_and_logs_in(sshd: SshServer) -> None:
     client = connect(sshd)
     try:
-        key = client.get_transport().get_remote_server_key()
+        key = transport(client).get_remote_server_key()
         assert key.fingerprint in sshd.host_key_fingerprints.values()
         assert exec_out(client, "id -u") == str(sshd.uid)
         sftp = client.open_sftp()
@@ -171,7 +186,7 @@ def test_max_sessions_is_respected(sshd_factory: Callable[..., SshServer]) -> No
 def test_kill_connections_drops_clients_but_keeps_serving(sshd_factory: Callable[..., SshServer]) -> None:
     server = sshd_factory()
     client = connect(server)
-    channel = client.get_transport().open_session()
+    channel = transport(client).open_session()
     channel.exec_command("sleep 60")
     server.kill_connections()
     assert channel.recv(1) == b""  # EOF: the connection is gone
@@ -229,7 +244,7 @@ def test_stop_ends_sessions_and_removes_everything(sshd_factory: Callable[..., S
     server = sshd_factory()
     assert server.process is not None
     client = connect(server)
-    channel = client.get_transport().open_session()
+    channel = transport(client).open_session()
     channel.exec_command("echo started; sleep 60")
     assert channel.recv(8) == b"started\n"
     pids = [server.process.pid, *(pid for level in _descendants(server.process.pid) for pid in level)]

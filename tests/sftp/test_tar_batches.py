@@ -208,10 +208,12 @@ def _ctx(src: Any, dst: Any, **options: Any) -> Any:
 
 
 def _tasks(pairs: list[tuple[str, str, int]], first_id: int = 1) -> list[Any]:
+    from ferry.core.outcomes import TaskState
     from ferry.transfers.store import Task
 
+    unset = (None,) * 5  # hash_algo, hash, verified, error_kind, error
     return [
-        Task(first_id + n, 1, "file", s, d, os.path.basename(d), size, None, None, "queued", 0, False, *[None] * 5)
+        Task(first_id + n, 1, "file", s, d, os.path.basename(d), size, None, None, TaskState.QUEUED, 0, False, *unset)
         for n, (s, d, size) in enumerate(pairs)
     ]
 
