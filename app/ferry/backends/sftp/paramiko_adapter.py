@@ -520,9 +520,8 @@ def _lean_readable(pk: Any, sock: Any, engine: Any) -> bool:
 def _count_received(pk: Any, raw: int) -> int:
     """Account for one packet of ``raw`` bytes received as ``Packetizer.read_message`` does
     (byte and packet counts, a rekey asked for or overdue, the sequence number); returns the
-    packet's sequence number."""
-    from paramiko import SSHException
-
+    packet's sequence number. (paramiko's exception is imported only to be raised: this runs
+    for every packet.)"""
     seqno: int = getattr(pk, _P + "sequence_number_in")
     received_bytes = getattr(pk, _P + "received_bytes") + raw
     received_packets = getattr(pk, _P + "received_packets") + 1
@@ -534,6 +533,8 @@ def _count_received(pk: Any, raw: int) -> int:
         setattr(pk, _P + "received_bytes_overflow", over_bytes)
         setattr(pk, _P + "received_packets_overflow", over_packets)
         if over_packets >= pk.REKEY_PACKETS_OVERFLOW_MAX or over_bytes >= pk.REKEY_BYTES_OVERFLOW_MAX:
+            from paramiko import SSHException
+
             raise SSHException("Remote transport is ignoring rekey requests")
     elif received_packets >= pk.REKEY_PACKETS or received_bytes >= pk.REKEY_BYTES:
         setattr(pk, _P + "received_bytes_overflow", 0)
@@ -541,6 +542,8 @@ def _count_received(pk: Any, raw: int) -> int:
         pk._trigger_rekey()
     next_seqno = (seqno + 1) & 0xFFFFFFFF
     if next_seqno == 0 and not pk._initial_kex_done:
+        from paramiko import SSHException
+
         raise SSHException("Sequence number rolled over during initial kex!")
     setattr(pk, _P + "sequence_number_in", next_seqno)
     return seqno
