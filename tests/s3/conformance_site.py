@@ -16,6 +16,6 @@ def s3_site(kind: str, tmp_path: Path, site_cls: Any) -> Iterator[Any]:
     bucket = server.new_bucket()
     with aws_env(server):
         backend = S3Backend(Address("s3", "", host=bucket))
-        _ = backend.client  # built while the environment names the server
+        _ = backend.conn.client  # built while the environment names the server
     yield site_cls(backend, "")
     backend.close()

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ferry.backends.s3 import S3Backend
+from ferry.backends.s3.settings import settings_for
 from ferry.core.address import Address
 from ferry.transfers.store import Store, Task
 from helpers import Ferry
@@ -45,9 +49,7 @@ def s3ferry(tmp_path: Path, server: S3Server) -> Ferry:
 
 @pytest.fixture
 def backend(server: S3Server, bucket: str) -> Iterator[S3Backend]:
-    with aws_env(server):
-        b = S3Backend(Address("s3", "", host=bucket))
-        _ = b.client
+    b = make_backend(server, bucket)
     yield b
     b.close()
 
@@ -62,8 +64,12 @@ def queue_tasks(ferry: Ferry, job_id: int | None = None) -> dict[str, Task]:
         store.close()
 
 
-def make_backend(server: S3Server, bucket: str, endpoint: str | None = None) -> S3Backend:
+def make_backend(server: S3Server, bucket: str, endpoint: str | None = None, **knobs: Any) -> S3Backend:
+    """A backend on ``bucket``, its botocore client built while the environment names the server
+    (at ``endpoint``, e.g. a proxy in front of it). ``knobs`` are S3Settings fields given as
+    values (``lean=False``, ``read_timeout=1``, ...), instead of FERRY_S3_* variables."""
     with aws_env(server, endpoint):
-        b = S3Backend(Address("s3", "", host=bucket))
-        _ = b.client
+        address = Address("s3", "", host=bucket)
+        b = S3Backend(address, replace(settings_for(address, os.environ), **knobs))
+        _ = b.conn.client
     return b

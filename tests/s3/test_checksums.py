@@ -94,7 +94,7 @@ def test_the_test_servers_do_not_check_additional_checksums_and_the_probe_says_s
             c.put_object(Bucket=backend.bucket, Key="wrong-md5", Body=body, ContentMD5=wrong_md5)
     else:
         c.put_object(Bucket=backend.bucket, Key="wrong-md5", Body=body, ContentMD5=wrong_md5)  # moto: stored
-    found = support(backend)
+    found = support(backend.conn)
     assert not found.checks_sha256 and not found.multipart_sha256
     assert found.send_sha256  # the header is accepted (and stored): single PUTs still carry it
     assert found.checks_md5 == (server.kind == "rclone")
@@ -113,7 +113,7 @@ def test_the_probe_object_goes_next_to_the_upload_not_to_the_bucket_root(
     _upload(backend, "inbox/run42/data.bin", os.urandom(1000))
     probes = [p[":target"] for p in proxy.puts if ".ferry-probe-" in p[":target"]]
     assert probes and all(f"/{backend.bucket}/inbox/run42/.ferry-probe-" in t for t in probes)
-    keys = [o["Key"] for o in backend.client.list_objects_v2(Bucket=backend.bucket).get("Contents", [])]
+    keys = [o["Key"] for o in backend.conn.client.list_objects_v2(Bucket=backend.bucket).get("Contents", [])]
     assert keys == ["inbox/run42/data.bin"]  # the probes left nothing behind
 
 
@@ -121,7 +121,7 @@ def test_a_store_that_checks_gets_sha256_checksums_and_no_md5(
     moto: S3Server, checking: tuple[CheckingProxy, S3Backend]
 ) -> None:
     proxy, backend = checking
-    found = support(backend)
+    found = support(backend.conn)
     assert found.checks_sha256 and found.multipart_sha256 and not found.checks_md5
     assert proxy.refused == 1  # the probe's deliberately wrong checksum, and nothing else
     small = os.urandom(70_000)
@@ -155,7 +155,7 @@ def test_bytes_damaged_on_the_way_are_refused_by_the_server_and_never_land(
     moto: S3Server, checking: tuple[CheckingProxy, S3Backend]
 ) -> None:
     proxy, backend = checking
-    support(backend)
+    support(backend.conn)
     c = moto.client()
     # Damaged once: the server refuses the body, the request is sent again, the right bytes land.
     data = os.urandom(2 * PART + 10)
@@ -218,11 +218,8 @@ def test_resume_checks_the_parts_already_there_by_their_checksums(
     assert slot.data is None
 
 
-def test_checksums_on_sends_part_checksums_to_a_store_that_only_stores_them(
-    moto: S3Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FERRY_S3_CHECKSUMS", "on")
-    backend = make_backend(moto, moto.new_bucket())
+def test_checksums_on_sends_part_checksums_to_a_store_that_only_stores_them(moto: S3Server) -> None:
+    backend = make_backend(moto, moto.new_bucket(), checksums="on")  # FERRY_S3_CHECKSUMS=on
     backend.use_part_size(PART)
     try:
         data = os.urandom(PART + 5)
@@ -283,8 +280,8 @@ def test_the_probe_goes_by_the_lean_path_without_building_botocore(server: S3Ser
     with aws_env(server):
         b = S3Backend(Address("s3", "", host=bucket))
         try:
-            found = support(b)
-            assert b._client is None
+            found = support(b.conn)
+            assert not b.conn.has_client()
             assert found.checks_md5 == (server.kind == "rclone") and not found.checks_sha256
         finally:
             b.close()

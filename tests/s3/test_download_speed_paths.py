@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import ferry.backends.s3.backend as s3mod
 from ferry.backends.local import LocalBackend
 from ferry.backends.s3 import S3Backend
+from ferry.backends.s3.known import STAT_GET
 from ferry.backends.s3.reader import RangedReader
+from ferry.backends.s3.settings import settings_for
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import Transient
+from ferry.core.outcomes import TaskState
 from ferry.core.progress import Accounting
 from ferry.transfers.bandwidth import Limiters
 from ferry.transfers.copy import CopyContext, run_task
@@ -30,9 +34,12 @@ from s3.servers import S3Server, aws_env
 RANGE = 128 << 10
 
 
-@pytest.fixture(autouse=True)
-def small_ranges(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(s3mod, "READ_RANGE", RANGE)
+@pytest.fixture
+def backend(server: S3Server, bucket: str) -> Iterator[S3Backend]:
+    """The conftest's backend, with small ranges."""
+    b = make_backend(server, bucket, range_size=RANGE)
+    yield b
+    b.close()
 
 
 class _Gets:
@@ -41,13 +48,15 @@ class _Gets:
     def __init__(self, backend: S3Backend) -> None:
         self.lean: list[str] = []
         self.boto: list[str] = []
-        assert backend.fast is not None
-        backend.fast.sent = lambda method, key: self.lean.append(method)
-        backend.client.meta.events.register("before-send.s3", lambda request, **_: self.boto.append(request.method))
+        assert backend.conn.lean is not None
+        backend.conn.lean.sent = lambda method, key: self.lean.append(method)
+        events = backend.conn.client.meta.events
+        events.register("before-send.s3", lambda request, **_: self.boto.append(request.method))
 
 
 def _task(src: str, dst: str, size: int) -> Task:
-    return Task(1, 1, "file", src, dst, os.path.basename(dst), size, None, None, "queued", 0, False, *[None] * 5)
+    name, queued = os.path.basename(dst), TaskState.QUEUED
+    return Task(1, 1, "file", src, dst, name, size, None, None, queued, 0, False, None, None, None, None, None)
 
 
 def test_a_large_object_comes_in_order_through_reused_buffers_and_is_hashed_on_the_way(
@@ -69,7 +78,7 @@ def test_a_large_object_comes_in_order_through_reused_buffers_and_is_hashed_on_t
     assert bytes(got) == data
     assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
     assert made <= backend.settings.part_concurrency + 1  # a few buffers, reused range after range
-    assert gets.boto == [] and len(gets.lean) == 1 + -(-(len(data) - s3mod.STAT_GET) // RANGE)
+    assert gets.boto == [] and len(gets.lean) == 1 + -(-(len(data) - STAT_GET) // RANGE)
 
 
 def test_a_hasher_is_taken_only_before_the_first_byte(backend: S3Backend, server: S3Server) -> None:
@@ -177,7 +186,7 @@ def test_a_medium_object_is_hashed_once_and_compared_as_it_lands(
 ) -> None:
     from ferry.backends import local as local_mod
 
-    data = os.urandom(s3mod.STAT_GET + RANGE - 10)  # its first bytes with the stat, the rest in one GET
+    data = os.urandom(STAT_GET + RANGE - 10)  # its first bytes with the stat, the rest in one GET
     server.client().put_object(Bucket=backend.bucket, Key="medium.bin", Body=data)
     compared: list[bool] = []
     real_compare = local_mod.LocalWriter.compare_writes
@@ -211,7 +220,7 @@ def test_an_object_replaced_during_the_download_is_refused(server: S3Server, bac
 def test_a_medium_object_reaches_the_callers_buffer_in_one_read_of_one_version(
     backend: S3Backend, server: S3Server
 ) -> None:
-    data = os.urandom(s3mod.STAT_GET + RANGE // 2)  # stat's first bytes, then the rest in one GET
+    data = os.urandom(STAT_GET + RANGE // 2)  # stat's first bytes, then the rest in one GET
     c = server.client()
     c.put_object(Bucket=backend.bucket, Key="mid.bin", Body=data)
     gets = _Gets(backend)
@@ -241,7 +250,7 @@ def test_a_failed_range_fails_the_read_and_nothing_waits_forever(
     assert backend.stat("gone.bin").size == len(data)
     hasher = hashlib.sha256()
     with backend.open_read("gone.bin") as f:
-        assert f.feed_hasher(hasher)
+        assert isinstance(f, RangedReader) and f.feed_hasher(hasher)
         server.client().delete_object(Bucket=backend.bucket, Key="gone.bin")
         with pytest.raises(Exception, match=r"gone\.bin"):
             if way == "readinto":
@@ -254,20 +263,17 @@ def test_a_failed_range_fails_the_read_and_nothing_waits_forever(
         assert f.read() == data
 
 
-def test_through_botocore_the_same_ranges_and_the_same_refusal(
-    server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FERRY_S3_FAST", "0")  # AWS itself, or the lean path switched off
-    backend = make_backend(server, bucket)
+def test_through_botocore_the_same_ranges_and_the_same_refusal(server: S3Server, bucket: str) -> None:
+    backend = make_backend(server, bucket, lean=False, range_size=RANGE)  # AWS itself, or FERRY_S3_FAST=0
     try:
-        assert backend.fast is None
+        assert backend.conn.lean is None
         data = os.urandom(7 * RANGE + 3)
         c = server.client()
         c.put_object(Bucket=bucket, Key="boto.bin", Body=data)
         assert backend.stat("boto.bin").size == len(data)
         hasher = hashlib.sha256()
         with backend.open_read("boto.bin") as f:
-            assert f.feed_hasher(hasher)
+            assert isinstance(f, RangedReader) and f.feed_hasher(hasher)
             assert f.read() == data
         assert hasher.hexdigest() == hashlib.sha256(data).hexdigest()
         assert backend.stat("boto.bin").size == len(data)
@@ -283,19 +289,20 @@ def test_a_download_of_lean_gets_never_loads_botocores_client(server: S3Server, 
     data = os.urandom(5 * RANGE + 1)
     server.client().put_object(Bucket=bucket, Key="noclient.bin", Body=data)
     with aws_env(server):
-        backend = S3Backend(Address("s3", "", host=bucket))
+        address = Address("s3", "", host=bucket)
+        backend = S3Backend(address, replace(settings_for(address, os.environ), range_size=RANGE))
         try:
             assert backend.stat("noclient.bin").size == len(data)
             with backend.open_read("noclient.bin") as f:
                 assert f.read() == data
-            assert backend._client is None  # its S3 model (~0.1 s of CPU) was never loaded
-            lean = backend.fast
+            assert not backend.conn.has_client()  # its S3 model (~0.1 s of CPU) was never loaded
+            lean = backend.conn.lean
             assert lean is not None and lean.netloc == server.endpoint.split("//", 1)[1]
             assert [e.name for e in backend.list("")] == ["noclient.bin"]  # listings go lean too
-            assert backend._client is None
+            assert not backend.conn.has_client()
             # Once a request needs botocore (head(), for a restore's state), the client is built
             # and agrees with the lean path.
             assert backend.head("noclient.bin")["ContentLength"] == len(data)
-            assert backend._client is not None and backend.fast is lean
+            assert backend.conn.has_client() and backend.conn.lean is lean
         finally:
             backend.close()

@@ -1,4 +1,4 @@
-"""The lean PUT/GET path (ferry.backends.s3.lean) against both real servers: it must store and
+"""The lean client (ferry.backends.s3.lean) against both real servers: it must store and
 read exactly what botocore would, under exactly the same keys, and hand every unhappy answer back
 to botocore so errors read as before."""
 
@@ -39,12 +39,12 @@ AWKWARD = [
 
 class _Sent:
     def __init__(self, backend: S3Backend) -> None:
-        self.fast: list[str] = []
+        self.lean: list[str] = []
         self.boto: list[str] = []
-        assert backend.fast is not None
-        support(backend)  # the endpoint's one-off checksum probe (botocore PUTs) before counting
-        backend.fast.sent = lambda method, key: self.fast.append(f"{method} {key}")
-        backend.client.meta.events.register("before-send.s3", self._boto)
+        assert backend.conn.lean is not None
+        support(backend.conn)  # the endpoint's one-off checksum probe (botocore PUTs) before counting
+        backend.conn.lean.sent = lambda method, key: self.lean.append(f"{method} {key}")
+        backend.conn.client.meta.events.register("before-send.s3", self._boto)
 
     def _boto(self, request: Any, **_: Any) -> None:
         self.boto.append(request.method)
@@ -82,7 +82,7 @@ def test_small_objects_go_by_the_lean_path_and_read_back_the_same(server: S3Serv
         assert entry.mtime == when
         with backend.open_read(key) as f:
             assert f.read() == data
-    assert sent.fast and all(s.split(" ", 1)[0] in ("PUT", "GET") for s in sent.fast)
+    assert sent.lean and all(s.split(" ", 1)[0] in ("PUT", "GET") for s in sent.lean)
     assert "PUT" not in sent.boto and "GET" not in sent.boto  # botocore sent no object PUT/GET
 
 
@@ -93,7 +93,7 @@ def test_a_medium_object_is_read_in_two_lean_gets(server: S3Server, backend: S3B
     assert backend.stat("m.bin").size == len(data)
     with backend.open_read("m.bin") as f:
         assert f.read() == data
-    assert sent.fast == ["GET m.bin", "GET m.bin"]
+    assert sent.lean == ["GET m.bin", "GET m.bin"]
     with backend.open_read("m.bin", 1000, 5000) as f:
         assert f.read() == data[1000:6000]
 
@@ -132,23 +132,22 @@ def test_a_wrong_secret_is_reported_as_before(rclone: S3Server) -> None:
 def test_a_dead_connection_falls_back_and_the_path_stands_aside(server: S3Server, bucket: str) -> None:
     b = make_backend(server, bucket)
     try:
-        fast = b.fast
-        assert fast is not None
-        fast.netloc = "127.0.0.1:1"  # nothing listens there: every lean request fails to connect
+        lean = b.conn.lean
+        assert lean is not None
+        lean.netloc = "127.0.0.1:1"  # nothing listens there: every lean request fails to connect
         for i in range(5):
             _put(b, f"k{i}", b"via botocore")  # each one still lands, through botocore
-        assert not fast.enabled
+        assert not lean.enabled
         got = server.client().get_object(Bucket=bucket, Key="k4")["Body"].read()
         assert got == b"via botocore"
     finally:
         b.close()
 
 
-def test_it_can_be_switched_off(server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FERRY_S3_FAST", "0")
-    b = make_backend(server, bucket)
+def test_it_can_be_switched_off(server: S3Server, bucket: str) -> None:
+    b = make_backend(server, bucket, lean=False)  # what FERRY_S3_FAST=0 sets
     try:
-        assert b.fast is None
+        assert b.conn.lean is None
         _put(b, "x", b"data")
         assert b.stat("x").size == 4
     finally:
@@ -191,7 +190,7 @@ def test_multipart_parts_go_by_the_lean_path_and_the_etag_still_checks(server: S
     # Each part carries Content-MD5 (a store that checks it refuses a damaged part), and its ETag
     # (the server's MD5) is compared too: on moto, which checks no header, that is the check.
     assert ("server checked Content-MD5 of 3 parts" in note) == (server.kind == "rclone")
-    assert sent.fast == ["PUT multi/part.bin"] * 3  # the parts; create and complete are botocore's
+    assert sent.lean == ["PUT multi/part.bin"] * 3  # the parts; create and complete are botocore's
     got = server.client().get_object(Bucket=backend.bucket, Key="multi/part.bin")["Body"].read()
     assert got == data
 
@@ -202,13 +201,13 @@ def test_a_proxy_leaves_requests_to_botocore(server: S3Server, bucket: str, monk
     monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")
     b = make_backend(server, bucket)
     try:
-        assert b.fast is None  # botocore would go through the proxy; the lean path never bypasses it
+        assert b.conn.lean is None  # botocore would go through the proxy; the lean path never bypasses it
     finally:
         b.close()
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")  # ... unless the endpoint is exempt, as for botocore
     b = make_backend(server, bucket)
     try:
-        assert b.fast is not None
+        assert b.conn.lean is not None
         _put(b, "direct", b"data")
     finally:
         b.close()

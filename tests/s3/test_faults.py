@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -14,9 +16,9 @@ from s3.servers import FaultProxy, S3Server
 
 
 @pytest.fixture
-def proxy(server: S3Server) -> FaultProxy:
+def proxy(server: S3Server) -> Iterator[FaultProxy]:
     p = FaultProxy(server.port)
-    yield p  # type: ignore[misc]
+    yield p
     p.close()
 
 
@@ -29,11 +31,7 @@ def _upload(backend, key: str, data: bytes) -> str:  # type: ignore[no-untyped-d
 
 
 def test_connection_reset_mid_part_is_retried(server: S3Server, bucket: str, proxy: FaultProxy) -> None:
-    os.environ["FERRY_S3_PART_SIZE"] = "5M"
-    try:
-        backend = make_backend(server, bucket, proxy.endpoint)
-    finally:
-        del os.environ["FERRY_S3_PART_SIZE"]
+    backend = make_backend(server, bucket, proxy.endpoint, part_size=5 << 20)
     data = os.urandom(11 * 1024 * 1024)  # 3 parts
     proxy.reset_after(2 * 1024 * 1024)  # the first request to carry 2 MiB is cut in the middle
     try:
@@ -57,11 +55,9 @@ def test_slowdown_503_is_retried_with_backoff(server: S3Server, bucket: str, pro
         backend.close()
 
 
-def test_slowdown_that_never_ends_is_a_transient_error(
-    server: S3Server, bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("FERRY_S3_MAX_ATTEMPTS", "2")  # the scheduler retries the task later on
-    backend = make_backend(server, bucket, proxy.endpoint)
+def test_slowdown_that_never_ends_is_a_transient_error(server: S3Server, bucket: str, proxy: FaultProxy) -> None:
+    # FERRY_S3_MAX_ATTEMPTS: the scheduler retries the task later on
+    backend = make_backend(server, bucket, proxy.endpoint, max_attempts=2)
     proxy.slowdown(100)
     try:
         with pytest.raises(Transient, match="busy"):
@@ -70,22 +66,20 @@ def test_slowdown_that_never_ends_is_a_transient_error(
         backend.close()
 
 
-def test_server_that_never_answers_is_retried_not_waited_on(
-    server: S3Server, bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_server_that_never_answers_is_retried_not_waited_on(server: S3Server, bucket: str, proxy: FaultProxy) -> None:
     # The hang seen under load: a request the server accepted and never answered. A short read
-    # timeout turns it into a retry on a fresh connection, and the transfer goes on.
-    monkeypatch.setenv("FERRY_S3_READ_TIMEOUT", "1")
-    # The proxy sees a request start only on a new connection: a fresh backend (fresh pool) each.
+    # timeout (FERRY_S3_READ_TIMEOUT) turns it into a retry on a fresh connection, and the
+    # transfer goes on. The proxy sees a request start only on a new connection: a fresh backend
+    # (fresh pool) each.
     proxy.stall(1)
-    backend = make_backend(server, bucket, proxy.endpoint)
+    backend = make_backend(server, bucket, proxy.endpoint, read_timeout=1)
     try:
         _upload(backend, "stalled.txt", b"still arrives")
         assert proxy.stalls_done == 1
     finally:
         backend.close()
     proxy.stall(1)
-    backend = make_backend(server, bucket, proxy.endpoint)
+    backend = make_backend(server, bucket, proxy.endpoint, read_timeout=1)
     try:
         with backend.open_read("stalled.txt") as f:
             assert f.read() == b"still arrives"
@@ -95,11 +89,9 @@ def test_server_that_never_answers_is_retried_not_waited_on(
 
 
 def test_server_that_never_answers_at_all_is_a_clear_transient_error(
-    server: S3Server, bucket: str, proxy: FaultProxy, monkeypatch: pytest.MonkeyPatch
+    server: S3Server, bucket: str, proxy: FaultProxy
 ) -> None:
-    monkeypatch.setenv("FERRY_S3_READ_TIMEOUT", "1")
-    monkeypatch.setenv("FERRY_S3_MAX_ATTEMPTS", "2")
-    backend = make_backend(server, bucket, proxy.endpoint)
+    backend = make_backend(server, bucket, proxy.endpoint, read_timeout=1, max_attempts=2)
     proxy.stall(100)
     try:
         with pytest.raises(Transient, match="did not answer within 1 s"):
@@ -109,12 +101,10 @@ def test_server_that_never_answers_at_all_is_a_clear_transient_error(
         backend.close()
 
 
-def test_unreachable_endpoint_is_transient(server: S3Server, bucket: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_endpoint_is_transient(server: S3Server, bucket: str) -> None:
     from s3.servers import free_port
 
-    monkeypatch.setenv("FERRY_S3_MAX_ATTEMPTS", "1")
-
-    backend = make_backend(server, bucket, f"http://127.0.0.1:{free_port()}")
+    backend = make_backend(server, bucket, f"http://127.0.0.1:{free_port()}", max_attempts=1)
     try:
         with pytest.raises(Transient, match="Cannot reach"):
             backend.stat("x")
@@ -126,13 +116,11 @@ def test_unreachable_endpoint_is_transient(server: S3Server, bucket: str, monkey
 def _client_error(code: str, status: int, headers: dict[str, str] | None = None) -> Exception:
     from botocore.exceptions import ClientError
 
-    return ClientError(
-        {
-            "Error": {"Code": code, "Message": "m"},
-            "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}},
-        },
-        "GetObject",
-    )
+    answer: Any = {
+        "Error": {"Code": code, "Message": "m"},
+        "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": headers or {}},
+    }
+    return ClientError(answer, "GetObject")
 
 
 @pytest.mark.parametrize(
@@ -150,14 +138,14 @@ def _client_error(code: str, status: int, headers: dict[str, str] | None = None)
     ],
 )
 def test_error_mapping(code: str, status: int, cls: type, words: str) -> None:
-    from ferry.backends.s3.client import map_error
+    from ferry.backends.s3.errors import map_error
 
     err = map_error(_client_error(code, status), "s3://b/k", bucket="b")
     assert isinstance(err, cls) and words in err.message
 
 
 def test_wrong_region_names_the_right_one() -> None:
-    from ferry.backends.s3.client import map_error
+    from ferry.backends.s3.errors import map_error
 
     err = map_error(_client_error("PermanentRedirect", 301, {"x-amz-bucket-region": "eu-west-2"}), "x", bucket="b")
     assert isinstance(err, UsageError) and "eu-west-2" in err.message
@@ -166,7 +154,7 @@ def test_wrong_region_names_the_right_one() -> None:
 def test_expired_sso_session() -> None:
     from botocore.exceptions import UnauthorizedSSOTokenError
 
-    from ferry.backends.s3.client import map_error
+    from ferry.backends.s3.errors import map_error
 
     err = map_error(UnauthorizedSSOTokenError(), "x")
     assert isinstance(err, AuthError) and "aws sso login" in err.message

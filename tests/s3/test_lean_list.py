@@ -37,11 +37,11 @@ def test_lean_pages_say_what_botocore_says(server: S3Server, backend: S3Backend,
     c = server.client()
     for i, key in enumerate(KEYS):
         c.put_object(Bucket=backend.bucket, Key=key, Body=os.urandom(10 + i))
-    assert backend.fast is not None
+    assert backend.conn.lean is not None
     lean_pages, boto_pages = [], []
     token = None
     while True:  # three keys a page: several pages, each continued by the server's token
-        page = backend.fast.list_objects_v2(backend.bucket, "", delimiter, 3, token)
+        page = backend.conn.lean.list_objects_v2(backend.bucket, "", delimiter, 3, token)
         kw: dict[str, Any] = {"Delimiter": delimiter} if delimiter else {}
         if token:
             kw["ContinuationToken"] = token
@@ -70,7 +70,7 @@ def test_a_folder_lists_and_walks_without_botocores_client(server: S3Server, buc
             assert "sub" in names and "other" in names and "plain.txt" in names
             assert "ctl\u2401char.txt" in names  # mapped reversibly, as from botocore's listing
             assert sorted(e.name for e in backend.list("run/sub")) == ["a.bin", "deeper"]
-            assert backend._client is None  # botocore's S3 model was never loaded
+            assert not backend.conn.has_client()  # botocore's S3 model was never loaded
         finally:
             backend.close()
 
@@ -94,7 +94,7 @@ def test_uploads_into_a_new_folder_never_load_botocores_client(server: S3Server,
             with pytest.raises(AlreadyExists):
                 w.commit(overwrite=False)
             w.abort()
-            assert backend._client is None
+            assert not backend.conn.has_client()
         finally:
             backend.close()
     c = server.client()
@@ -109,7 +109,7 @@ def test_lean_answers_read_last_modified_as_botocore_does(server: S3Server, back
     c = server.client()
     c.put_object(Bucket=backend.bucket, Key="theirs.bin", Body=b"x" * 10)
     expected = c.head_object(Bucket=backend.bucket, Key="theirs.bin")["LastModified"]
-    assert backend.fast is not None
-    lean = backend.fast.head_object(backend.bucket, "theirs.bin")
+    assert backend.conn.lean is not None
+    lean = backend.conn.lean.head_object(backend.bucket, "theirs.bin")
     assert lean["LastModified"] == expected and lean["LastModified"].utcoffset() is not None
     assert backend.stat("theirs.bin").mtime == expected.replace(microsecond=0)

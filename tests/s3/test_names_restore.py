@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from ferry.backends.s3.backend import restore_state, wait_for_restore
-from ferry.backends.s3.client import Archived
+from ferry.backends.s3 import Archived
 from ferry.backends.s3.names import decode_name, encode_name
+from ferry.backends.s3.restore import restore_state, wait_for_restore
 from ferry.core.outcomes import SkipReason
 from helpers import Ferry
 from s3.conftest import queue_tasks

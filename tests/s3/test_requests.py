@@ -1,7 +1,8 @@
 """Requests per small file: what the engine's calls for one file cost on the wire.
 
 Counted with botocore's own ``before-send`` event, so every request (retries included) counts,
-and with the lean path's own hook (``s3_fast``), which sends small PUTs and GETs itself.
+and with the lean client's own hook (``ferry.backends.s3.lean``), which sends small PUTs and GETs
+itself.
 """
 
 from __future__ import annotations
@@ -19,14 +20,14 @@ from s3.servers import S3Server
 class _Count:
     def __init__(self, backend: S3Backend) -> None:
         self.calls: list[str] = []
-        backend.client.meta.events.register("before-send.s3", self._seen)
-        if backend.fast is not None:
-            backend.fast.sent = self._fast
+        backend.conn.client.meta.events.register("before-send.s3", self._seen)
+        if backend.conn.lean is not None:
+            backend.conn.lean.sent = self._lean
 
     def _seen(self, request: Any, **_: Any) -> None:
         self.calls.append(f"{request.method} {request.url.split('?')[0].rsplit('/', 1)[-1]}")
 
-    def _fast(self, method: str, key: str) -> None:
+    def _lean(self, method: str, key: str) -> None:
         self.calls.append(f"{method} {key.rsplit('/', 1)[-1]}")
 
     def take(self) -> list[str]:
@@ -47,7 +48,7 @@ def _copy_in(backend: S3Backend, key: str, data: bytes) -> None:
 def test_small_uploads_into_a_new_folder_cost_one_put_each(server: S3Server, backend: S3Backend) -> None:
     count = _Count(backend)
     backend.conditional_writes()  # probed once per backend, not per file
-    support(backend)  # so is what the store checks (s3_checksums)
+    support(backend.conn)  # so is what the store checks (checksums.py)
     with pytest.raises(NotFound):
         backend.stat("new/folder")  # the folder's own task: HEAD + listing, once
     count.take()

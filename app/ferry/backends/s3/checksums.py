@@ -1,4 +1,4 @@
-"""Which body checks an S3 endpoint really performs, found out once per backend.
+"""Which body checks an S3 endpoint really performs, found out once per connection.
 
 Why a probe: a store that *accepts* a header has not necessarily *checked* it. Measured with the
 test servers (moto 5.2.5, ``rclone serve s3`` 1.75): moto stores any ``Content-MD5`` and any
@@ -19,21 +19,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import threading
 import uuid
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
 
-from ferry.backends.s3.client import DIGEST_REFUSALS
+from ferry.backends.s3.client import is_aws
+from ferry.backends.s3.connection import S3Connection
+from ferry.backends.s3.errors import DIGEST_REFUSALS, error_code
 from ferry.backends.s3.lean import Fallback
-
-if TYPE_CHECKING:
-    from ferry.backends.s3.backend import S3Backend
-
-MODES = ("auto", "on", "off")
-_CHECKSUM_REFUSALS = DIGEST_REFUSALS
 
 
 @dataclass(frozen=True)
@@ -46,7 +40,7 @@ class Support:
     checks_md5: bool  # seen to refuse a wrong Content-MD5 (or AWS)
 
 
-_cache: weakref.WeakKeyDictionary[Any, Support] = weakref.WeakKeyDictionary()
+_cache: weakref.WeakKeyDictionary[S3Connection, Support] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
@@ -65,86 +59,77 @@ def same_composite(answer: str, expected: str) -> bool:
     return answer.split("-", 1)[0] == expected.split("-", 1)[0] and bool(answer)
 
 
-def mode_for(backend: S3Backend) -> str:
-    raw = os.environ.get("FERRY_S3_CHECKSUMS") or backend.settings.checksums or "auto"
-    mode = raw.strip().lower()
-    return mode if mode in MODES else "auto"
-
-
-def support(backend: S3Backend, near: str = "") -> Support:
-    """The endpoint's :class:`Support`, probed on first use (once per backend, under a lock so
+def support(conn: S3Connection, near: str = "") -> Support:
+    """The endpoint's :class:`Support`, probed on first use (once per connection, under a lock so
     parallel workers wait for one probe rather than each sending their own). ``near`` is the key
     being uploaded: the probe object goes into its folder, where the user is known to be writing
     (policies often allow writes under a prefix only, and a bucket-root object would surprise)."""
-    found = _cache.get(backend)
+    found = _cache.get(conn)
     if found is not None:
         return found
     with _lock:
-        found = _cache.get(backend)
+        found = _cache.get(conn)
         if found is None:
-            found = _decide(backend, near.rpartition("/")[0])
-            _cache[backend] = found
+            found = _decide(conn, near.rpartition("/")[0])
+            _cache[conn] = found
     return found
 
 
-def _decide(backend: S3Backend, folder: str) -> Support:
-    from ferry.backends.s3.client import _is_aws
-
-    mode = mode_for(backend)
+def _decide(conn: S3Connection, folder: str) -> Support:
+    mode = conn.settings.checksum_mode
     if mode == "off":
-        return Support(False, False, False, _probe_md5(backend, folder))
-    fast = backend.fast
-    # The lean path serves custom endpoints only: where it applies, no botocore client is built
+        return Support(False, False, False, _probe_md5(conn, folder))
+    lean = conn.lean
+    # The lean client serves custom endpoints only: where it applies, no botocore client is built
     # just to ask where the endpoint is (a small-file upload may never need one).
-    endpoint = f"{fast.scheme}://{fast.netloc}" if fast is not None else backend.client.meta.endpoint_url
-    if _is_aws(endpoint):
+    endpoint = f"{lean.scheme}://{lean.netloc}" if lean is not None else conn.client.meta.endpoint_url
+    if is_aws(endpoint):
         # AWS documents both checks (and has for years): no probe requests against it.
         return Support(True, True, True, True)
-    checks = _probe(backend, "ChecksumSHA256", folder)
+    checks = _probe(conn, "ChecksumSHA256", folder)
     if checks is None:
         # The store refused the header itself (not a digest error): it does not take additional
         # checksums at all, so send none.
-        return Support(False, False, False, _probe_md5(backend, folder))
-    return Support(True, checks or mode == "on", checks, _probe_md5(backend, folder))
+        return Support(False, False, False, _probe_md5(conn, folder))
+    return Support(True, checks or mode == "on", checks, _probe_md5(conn, folder))
 
 
-def _probe_md5(backend: S3Backend, folder: str) -> bool:
-    return bool(_probe(backend, "ContentMD5", folder))
+def _probe_md5(conn: S3Connection, folder: str) -> bool:
+    return bool(_probe(conn, "ContentMD5", folder))
 
 
-def _probe(backend: S3Backend, param: str, folder: str = "") -> bool | None:
+def _probe(conn: S3Connection, param: str, folder: str = "") -> bool | None:
     """PUT a throw-away object with a deliberately wrong ``param``: True when refused as a digest
     mismatch (the store checks it), False when stored (deleted again at once), None when refused
     for any other reason (the header itself is not understood, no write permission, ...)."""
     body = b"ferry checksum probe"
     wrong = hashlib.sha256(b"not " + body).digest() if param == "ChecksumSHA256" else hashlib.md5(b"not").digest()
     key = f"{folder + '/' if folder else ''}.ferry-probe-{uuid.uuid4().hex[:12]}"
-    fast = backend.fast
-    if fast is not None and fast.enabled:
+    lean = conn.lean
+    if lean is not None and lean.enabled:
         header = "x-amz-checksum-sha256" if param == "ChecksumSHA256" else "Content-MD5"
         try:
-            status, code = fast.probe("PUT", backend.bucket, key, {header: b64(wrong)}, body)
+            status, code = lean.probe("PUT", conn.bucket, key, {header: b64(wrong)}, body)
         except Fallback:
             status, code = 0, ""  # connection trouble: botocore below, with its retries
-        if 200 <= status < 500:  # else (busy, redirected, no answer) botocore retries and decides
-            if 200 <= status < 300:
-                try:
-                    fast.probe("DELETE", backend.bucket, key, {})
-                except Fallback:
-                    try:
-                        backend.client.delete_object(Bucket=backend.bucket, Key=key)
-                    except Exception:
-                        pass
-                return False
-            return True if code in _CHECKSUM_REFUSALS else None
-    client = backend.client
+        if 200 <= status < 300:
+            try:
+                lean.probe("DELETE", conn.bucket, key, {})
+            except Fallback:
+                _delete_quietly(conn, key)
+            return False
+        if 300 <= status < 500:  # else (busy, redirected, no answer) botocore retries and decides
+            return True if code in DIGEST_REFUSALS else None
     try:
-        client.put_object(Bucket=backend.bucket, Key=key, Body=body, **{param: b64(wrong)})
+        conn.client.put_object(Bucket=conn.bucket, Key=key, Body=body, **{param: b64(wrong)})
     except Exception as exc:
-        code = str((getattr(exc, "response", None) or {}).get("Error", {}).get("Code", ""))
-        return True if code in _CHECKSUM_REFUSALS else None
+        return True if error_code(exc) in DIGEST_REFUSALS else None
+    _delete_quietly(conn, key)
+    return False
+
+
+def _delete_quietly(conn: S3Connection, key: str) -> None:
     try:
-        client.delete_object(Bucket=backend.bucket, Key=key)
+        conn.client.delete_object(Bucket=conn.bucket, Key=key)
     except Exception:
         pass
-    return False

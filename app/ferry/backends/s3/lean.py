@@ -1,22 +1,35 @@
-"""A lean path for the two requests a small object costs: one PutObject, one (ranged) GetObject.
+"""The lean S3 client: the one adapter module for Ferry's own SigV4 signer and HTTP/1.1 client.
 
-Why: botocore spends ~1-1.5 ms of CPU on every request (event hooks, serialisation, the request
-and response models, urllib3), and on a 2-core machine every worker shares one GIL: with one
-request per small file that was most of a small-file transfer's CPU time. Here the same request is
-signed with SigV4 directly (a few HMACs) and sent on a keep-alive connection per thread
-(:mod:`ferry.backends.s3.http`, leaner than ``http.client``), about a fifth of the CPU.
+Why it exists: botocore spends ~1-1.5 ms of CPU on every request (event hooks, serialisation, the
+request and response models, urllib3), and on a 2-core machine every worker shares one GIL: with
+one request per small file that was most of a small-file transfer's CPU time. Here the requests a
+small or medium object costs (PutObject, UploadPart, ranged GetObject, HeadObject, DeleteObject,
+ListObjectsV2) are signed with SigV4 directly (:class:`SigV4`, a few HMACs) and sent on a
+keep-alive connection per thread (:class:`LeanConnection`, leaner than ``http.client``), about a
+fifth of the CPU. Everything here re-implements what botocore does, so this module is all a
+botocore upgrade needs reviewed, and nothing else in the package signs or speaks HTTP:
+
+* ``tests/s3/test_lean_contract.py`` signs the requests this client sends with botocore's own
+  ``S3SigV4Auth`` and with :class:`SigV4`, and compares them (path, query, headers, signature):
+  a botocore that signs differently, or a bug here, fails it;
+* ``pyproject.toml`` allows only the botocore and boto3 versions that test was run against
+  (:data:`CHECKED_WITH`; the test fails when the pins and this constant disagree);
+* ``FERRY_S3_FAST=0`` (:attr:`S3Settings.lean`) switches this client off, and CI runs the
+  conformance suite a second time that way (``.ci/run``), so botocore's own path stays correct.
 
 Only the happy path is ours. Anything else goes back to botocore, which repeats the request with
 its retries, redirects and error parsing, so errors, throttling (503 SlowDown), expired or wrong
-credentials and clock skew are handled and worded exactly as before:
+credentials and clock skew are handled and worded exactly as botocore's:
 
 * any answer other than 2xx, except a 404 whose error code we can read (``NoSuchKey``,
-  ``NoSuchBucket``, raised in botocore's ``response`` shape so :func:`map_error` words it);
-* any exception (connection refused or reset, a timeout, TLS): the request is repeated through
-  botocore, and after a few such failures this path switches itself off for the backend.
+  ``NoSuchBucket``) and a refused condition, raised as :class:`LeanError` in botocore's
+  ``response`` shape so ``errors.map_error`` words it;
+* any exception (connection refused or reset, a timeout, TLS, an answer that is not HTTP/1.x as
+  expected): the request is repeated through botocore, and after a few such failures this client
+  switches itself off for the backend.
 
 Used only where the client is addressed path-style (custom endpoints: MinIO, Ceph, rclone, moto)
-with credentials and a region; AWS itself keeps botocore. ``FERRY_S3_FAST=0`` switches it off.
+with credentials and a region, and no proxy; AWS itself keeps botocore.
 """
 
 from __future__ import annotations
@@ -24,7 +37,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import os
+import socket
 import sys
 import threading
 import time
@@ -33,15 +46,22 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import quote, urlsplit
 
-from ferry.backends.s3.client import DIGEST_REFUSALS
-from ferry.backends.s3.http import LeanConnection
+from ferry.backends.s3.errors import DIGEST_REFUSALS
+from ferry.backends.s3.settings import S3Settings
 
 if TYPE_CHECKING:  # ssl is imported when an https endpoint is first reached (~9 ms of start-up)
     import ssl
 
+# The versions tests/s3/test_lean_contract.py compared this module with: pyproject.toml allows
+# from these up to the next minor release (the test checks that the pins say exactly that).
+CHECKED_WITH = {"botocore": "1.44.8", "boto3": "1.44.8"}
+
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED = "UNSIGNED-PAYLOAD"
-MAX_FAILURES = 3  # connection-level failures before this path gives up for the backend
+MAX_FAILURES = 3  # connection-level failures before this client gives up for the backend
+MAX_LINE = 65536
+MAX_HEADERS = 200
+_ONE_WRITE = 64 << 10  # bodies up to this go in the same sendall as the headers
 _RESPONSE_HEADERS = {
     "etag": "ETag",
     "content-range": "ContentRange",
@@ -60,16 +80,23 @@ _RESPONSE_HEADERS = {
 }
 
 
-class FastError(Exception):
+class LeanError(Exception):
     """An S3 error answer, in the ``response`` shape botocore's ClientError has (map_error reads it)."""
 
     def __init__(self, code: str, status: int, message: str = "") -> None:
         super().__init__(f"{code} ({status}){': ' + message if message else ''}")
-        self.response = {"Error": {"Code": code, "Message": message}, "ResponseMetadata": {"HTTPStatusCode": status}}
+        self.response: dict[str, Any] = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
 
 
 class Fallback(Exception):
     """Not ours to answer: the caller repeats the request through botocore."""
+
+
+class ProtocolError(Exception):
+    """The answer is not HTTP/1.x as expected: the request goes to botocore instead."""
 
 
 def _error_code(body: bytes) -> tuple[str, str]:
@@ -83,60 +110,97 @@ def _error_code(body: bytes) -> tuple[str, str]:
     return tag("Code"), tag("Message")
 
 
-def _switched_off() -> bool:
-    return os.environ.get("FERRY_S3_FAST", "1").strip().lower() in ("0", "no", "false", "off")
-
-
-def fast_path_for(client: Any, session: Any) -> FastS3 | None:
-    """A :class:`FastS3` for this botocore client, or None where the lean path does not apply."""
-    if _switched_off():
-        return None
-    try:
-        s3cfg = client.meta.config.s3 or {}
-        region = client.meta.region_name
-    except Exception:
-        return None
-    if s3cfg.get("addressing_style") != "path" or getattr(client.meta.config, "proxies", None):
-        return None  # botocore's proxy handling (and its exceptions) stay in charge
-    return fast_path_at(client.meta.endpoint_url, region, session, client.meta.config.read_timeout)
-
-
-def fast_path_at(endpoint_url: str, region: str | None, session: Any, timeout: float, env: Any = None) -> FastS3 | None:
-    """A :class:`FastS3` for a path-style endpoint, or None where the lean path does not apply.
-    Also used before (or instead of) building botocore's client: loading its S3 model is ~0.1 s of
-    CPU that a download made of lean GETs alone never needs. ``env`` (an
-    :class:`~ferry.backends.s3.client.EnvOnly`) stands in for the session where the environment
-    alone decides the keys and CA bundle."""
-    if _switched_off():
-        return None
-    try:
-        creds = env.credentials if env is not None else session.get_credentials() if session is not None else None
-    except Exception:
-        return None
-    if not region or creds is None:
+def lean_client_at(
+    endpoint_url: str, region: str | None, credentials: Any, settings: S3Settings, ca_bundle: str | None = None
+) -> LeanClient | None:
+    """A :class:`LeanClient` for a path-style endpoint, or None where it does not apply: switched
+    off (``FERRY_S3_FAST=0``), no region or credentials, not plain http(s), or reached through a
+    proxy (botocore's proxy handling, and its exceptions, stay in charge). ``credentials`` are
+    botocore's (refreshable ones refresh themselves) or anything with ``get_frozen_credentials``."""
+    if not settings.lean or not region or credentials is None:
         return None
     parts = urlsplit(endpoint_url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.query:
         return None
-    if _proxied(parts.scheme, parts.hostname):
-        return None  # botocore's proxy handling (and its exceptions) stay in charge
-    ca_bundle = None
-    try:
-        ca_bundle = env.ca_bundle if env is not None else session.get_config_variable("ca_bundle")
-    except Exception:
-        pass
-    return FastS3(
+    if _proxied(parts.scheme, parts.hostname, settings):
+        return None
+    return LeanClient(
         parts.scheme,
         parts.netloc,
         parts.path.rstrip("/"),
         region,
-        creds,
-        timeout=timeout,
-        ca_bundle=ca_bundle,
+        credentials,
+        timeout=settings.read_timeout,
+        ca_bundle=ca_bundle or settings.aws.ca_bundle,
     )
 
 
-class FastS3:
+class SigV4:
+    """AWS Signature Version 4 for S3 path-style requests, as botocore's ``S3SigV4Auth`` signs
+    them: the canonical request (method, path as sent, canonical query, the headers given plus
+    ``host``, ``x-amz-date``, ``x-amz-content-sha256`` and the session token, lower-cased and
+    sorted), the string to sign and the HMAC chain. One day's signing key is kept."""
+
+    def __init__(self, region: str) -> None:
+        self.region = region
+        self._keys: dict[tuple[str, str], bytes] = {}
+
+    def _signing_key(self, secret: str, day: str) -> bytes:
+        key = self._keys.get((secret, day))
+        if key is None:
+            k = hmac.new(("AWS4" + secret).encode(), day.encode(), hashlib.sha256).digest()
+            for part in (self.region, "s3", "aws4_request"):
+                k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+            key = k
+            self._keys = {(secret, day): key}  # one day's key is all that is ever needed
+        return key
+
+    def sign(
+        self,
+        method: str,
+        host: str,
+        path: str,
+        query: str,
+        headers: Mapping[str, str],
+        payload: str,
+        credentials: Any,
+        amz_date: str,
+    ) -> dict[str, str]:
+        """The headers to send (lower-cased), ``authorization`` included. ``path`` and ``query``
+        are as they go on the wire: already URI-encoded, the query in canonical order.
+        ``credentials`` has ``access_key``, ``secret_key`` and ``token`` (frozen)."""
+        day = amz_date[:8]
+        h = {k.lower(): v.strip() for k, v in headers.items()}
+        h["host"] = host
+        h["x-amz-date"] = amz_date
+        h["x-amz-content-sha256"] = payload
+        if credentials.token:
+            h["x-amz-security-token"] = credentials.token
+        names = sorted(h)
+        signed = ";".join(names)
+        canonical = "\n".join([method, path, query, "".join(f"{n}:{h[n]}\n" for n in names), signed, payload])
+        scope = f"{day}/{self.region}/s3/aws4_request"
+        to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
+        sig = hmac.new(self._signing_key(credentials.secret_key, day), to_sign.encode(), hashlib.sha256).hexdigest()
+        h["authorization"] = (
+            f"AWS4-HMAC-SHA256 Credential={credentials.access_key}/{scope}, SignedHeaders={signed}, Signature={sig}"
+        )
+        return h
+
+
+def object_path(base_path: str, bucket: str, key: str) -> str:
+    """The path of a path-style request, URI-encoded as botocore encodes it."""
+    return base_path + "/" + quote(bucket, safe="") + ("/" + quote(key, safe="/~") if key else "")
+
+
+def canonical_query(params: Mapping[str, str]) -> str:
+    """A query string in SigV4's canonical form: names sorted, names and values encoded but -_.~"""
+    return "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params.items()))
+
+
+class LeanClient:
+    """The lean requests against one path-style endpoint, each answered in botocore's shape."""
+
     def __init__(
         self,
         scheme: str,
@@ -153,14 +217,19 @@ class FastS3:
         self.base_path = base_path
         self.region = region
         self._creds = creds  # botocore Credentials (refreshable ones refresh themselves)
+        self._signer = SigV4(region)
         self._timeout = timeout
         self._local = threading.local()
-        self._keys: dict[tuple[str, str], bytes] = {}
         self._failures = 0
         self.enabled = True
         self.sent: Callable[[str, str], None] | None = None  # (method, key) of each request answered
         self._ssl: ssl.SSLContext | None = None
         self._ca_bundle = ca_bundle
+
+    @property
+    def where(self) -> tuple[str, str, str, str]:
+        """Scheme, host, base path and region: two clients with the same reach the same store."""
+        return self.scheme, self.netloc, self.base_path, self.region
 
     # -- connections: one keep-alive connection per thread --
     def _conn(self) -> LeanConnection:
@@ -178,16 +247,16 @@ class FastS3:
         if conn is not None:
             conn.close()
 
-    # -- signing (SigV4, as botocore's S3SigV4Auth does it for path-style requests) --
-    def _signing_key(self, secret: str, day: str) -> bytes:
-        key = self._keys.get((secret, day))
-        if key is None:
-            k = hmac.new(("AWS4" + secret).encode(), day.encode(), hashlib.sha256).digest()
-            for part in (self.region, "s3", "aws4_request"):
-                k = hmac.new(k, part.encode(), hashlib.sha256).digest()
-            key = k
-            self._keys = {(secret, day): key}  # one day's key is all that is ever needed
-        return key
+    def signed(
+        self, method: str, bucket: str, key: str, headers: dict[str, str], payload: str, query: str = ""
+    ) -> tuple[str, dict[str, str]]:
+        """The request target and the signed headers, as :meth:`_request` sends them."""
+        path = object_path(self.base_path, bucket, key)
+        amz_date = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        h = self._signer.sign(
+            method, self.netloc, path, query, headers, payload, self._creds.get_frozen_credentials(), amz_date
+        )
+        return (f"{path}?{query}" if query else path), h
 
     def _request(
         self,
@@ -202,30 +271,10 @@ class FastS3:
     ) -> tuple[int, dict[str, str], bytes | int]:
         if not self.enabled:
             raise Fallback("off")
-        frozen = self._creds.get_frozen_credentials()
-        now = time.gmtime()
-        amz_date = time.strftime("%Y%m%dT%H%M%SZ", now)
-        day = amz_date[:8]
-        path = self.base_path + "/" + quote(bucket, safe="") + ("/" + quote(key, safe="/~") if key else "")
-        h = {k.lower(): v.strip() for k, v in headers.items()}
-        h["host"] = self.netloc
-        h["x-amz-date"] = amz_date
-        h["x-amz-content-sha256"] = payload
-        if frozen.token:
-            h["x-amz-security-token"] = frozen.token
-        names = sorted(h)
-        signed = ";".join(names)
-        canonical = "\n".join([method, path, query, "".join(f"{n}:{h[n]}\n" for n in names), signed, payload])
-        scope = f"{day}/{self.region}/s3/aws4_request"
-        to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
-        sig = hmac.new(self._signing_key(frozen.secret_key, day), to_sign.encode(), hashlib.sha256).hexdigest()
-        h["authorization"] = (
-            f"AWS4-HMAC-SHA256 Credential={frozen.access_key}/{scope}, SignedHeaders={signed}, Signature={sig}"
-        )
+        target, h = self.signed(method, bucket, key, headers, payload, query)
         reused = getattr(self._local, "conn", None) is not None
         try:
             conn = self._conn()
-            target = f"{path}?{query}" if query else path
             if into is not None:  # a successful body lands in the caller's buffer: data is its length
                 status, got, data, will_close = conn.request_into(method, target, h, into)
             else:
@@ -234,7 +283,7 @@ class FastS3:
                 self._drop()
         except Exception as exc:
             # A stale keep-alive connection, a reset, a timeout, TLS trouble: botocore repeats
-            # the request (with its retries); a few of these and this path stands aside.
+            # the request (with its retries); a few of these and this client stands aside.
             # (A kept-alive connection the server has since closed is no sign of trouble.)
             self._drop()
             if not reused:
@@ -256,7 +305,7 @@ class FastS3:
             # With ``digest``, so is a body refused as damaged: a part is sent again by its writer,
             # which knows that rclone serve s3 drops the whole upload after such a refusal.
             if code in ("NoSuchKey", "NoSuchBucket", "PreconditionFailed") or (digest and code in DIGEST_REFUSALS):
-                raise FastError(code, status, message)
+                raise LeanError(code, status, message)
         raise Fallback(str(status))  # botocore words it (and retries what it should)
 
     def probe(self, method: str, bucket: str, key: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, str]:
@@ -267,34 +316,10 @@ class FastS3:
         code = _error_code(data)[0] if status >= 300 and isinstance(data, bytes) else ""
         return status, code
 
-    # -- the two requests --
+    # -- the requests --
     def put_object(self, bucket: str, key: str, body: bytes, kw: Mapping[str, Any]) -> dict[str, Any]:
         """PutObject with the subset of botocore's parameters Ferry's single PUT uses."""
-        headers: dict[str, str] = {}
-        sha_hex = ""
-        for name, value in kw.items():
-            if name == "ContentMD5":
-                headers["Content-MD5"] = str(value)
-            elif name == "ChecksumSHA256":
-                headers["x-amz-checksum-sha256"] = str(value)
-                sha_hex = base64.b64decode(str(value)).hex()
-            elif name == "IfNoneMatch":
-                headers["If-None-Match"] = str(value)
-            elif name == "Metadata":
-                for mk, mv in dict(value).items():
-                    if not str(mv).isascii():
-                        raise Fallback("metadata")  # botocore's encoding rules, not ours
-                    headers[f"x-amz-meta-{mk}"] = str(mv)
-            else:
-                raise Fallback(name)
-        if sha_hex:
-            payload = sha_hex  # the additional checksum is the payload hash too: one pass for both
-        elif "Content-MD5" in headers:
-            # The signed Content-MD5 covers the body (the store checks it, or the caller compares
-            # the ETag with it): no SHA-256 pass just for SigV4, as for parts.
-            payload = UNSIGNED
-        else:
-            payload = hashlib.sha256(body).hexdigest()
+        headers, payload = put_headers(kw, body)
         status, got, data = self._request("PUT", bucket, key, headers, body, payload)
         self._answer(status, got, data)
         return _shape(got, len(body))
@@ -361,7 +386,7 @@ class FastS3:
         query = f"partNumber={part_number}" if part_number is not None else ""
         status, got, data = self._request("HEAD", bucket, key, headers, b"", EMPTY_SHA256, query)
         if status == 404:
-            raise FastError("404", 404, "Not Found")
+            raise LeanError("404", 404, "Not Found")
         self._answer(status, got, data)
         return _shape(got, 0)
 
@@ -378,14 +403,9 @@ class FastS3:
         Why here: a recursive download lists, and building botocore's client for that alone
         (loading its S3 model and endpoint rules) was ~0.1 s of single-threaded start-up, a fifth
         of a 200 x 1 MiB download."""
-        params = {"encoding-type": "url", "list-type": "2", "max-keys": str(max_keys), "prefix": prefix}
-        if delimiter:
-            params["delimiter"] = delimiter
-        if token:
-            params["continuation-token"] = token
-        # SigV4's canonical query: names sorted, names and values encoded but for -_.~
-        query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params.items()))
-        status, got, data = self._request("GET", bucket, "", {}, b"", EMPTY_SHA256, query)
+        status, got, data = self._request(
+            "GET", bucket, "", {}, b"", EMPTY_SHA256, list_query(prefix, delimiter, max_keys, token)
+        )
         self._answer(status, got, data)
         assert isinstance(data, bytes)
         return _list_page(data)
@@ -407,6 +427,45 @@ class FastS3:
         resp = _shape(got, data)
         resp["ContentLength"] = data
         return resp
+
+
+def put_headers(kw: Mapping[str, Any], body: bytes) -> tuple[dict[str, str], str]:
+    """A single PUT's headers for botocore's parameters (the subset Ferry uses), and the payload
+    hash to sign. Any other parameter is botocore's to send."""
+    headers: dict[str, str] = {}
+    sha_hex = ""
+    for name, value in kw.items():
+        if name == "ContentMD5":
+            headers["Content-MD5"] = str(value)
+        elif name == "ChecksumSHA256":
+            headers["x-amz-checksum-sha256"] = str(value)
+            sha_hex = base64.b64decode(str(value)).hex()
+        elif name == "IfNoneMatch":
+            headers["If-None-Match"] = str(value)
+        elif name == "Metadata":
+            for mk, mv in dict(value).items():
+                if not str(mv).isascii():
+                    raise Fallback("metadata")  # botocore's encoding rules, not ours
+                headers[f"x-amz-meta-{mk}"] = str(mv)
+        else:
+            raise Fallback(name)
+    if sha_hex:
+        return headers, sha_hex  # the additional checksum is the payload hash too: one pass for both
+    if "Content-MD5" in headers:
+        # The signed Content-MD5 covers the body (the store checks it, or the caller compares
+        # the ETag with it): no SHA-256 pass just for SigV4, as for parts.
+        return headers, UNSIGNED
+    return headers, hashlib.sha256(body).hexdigest()
+
+
+def list_query(prefix: str, delimiter: str | None, max_keys: int, token: str | None) -> str:
+    """ListObjectsV2's query, keys asked URL-encoded, in canonical order."""
+    params = {"encoding-type": "url", "list-type": "2", "max-keys": str(max_keys), "prefix": prefix}
+    if delimiter:
+        params["delimiter"] = delimiter
+    if token:
+        params["continuation-token"] = token
+    return canonical_query(params)
 
 
 class _Body:
@@ -474,34 +533,9 @@ def _list_page(body: bytes) -> dict[str, Any]:
         ns = root.tag[: root.tag.index("}") + 1] if root.tag.startswith("{") else ""
         if root.tag != ns + "ListBucketResult":
             raise Fallback("not a listing")
-        decode = unquote_plus if root.findtext(ns + "EncodingType") == "url" else str
-        out: dict[str, Any] = {"IsTruncated": root.findtext(ns + "IsTruncated", "").strip() == "true"}
-        for name in ("Prefix", "Delimiter", "StartAfter"):
-            text = root.findtext(ns + name)
-            if text is not None:
-                out[name] = decode(text)
-        for name in ("NextContinuationToken", "ContinuationToken", "EncodingType"):
-            text = root.findtext(ns + name)
-            if text is not None:
-                out[name] = text
-        count = root.findtext(ns + "KeyCount")
-        if count is not None:
-            out["KeyCount"] = int(count)
-        contents = []
-        for el in root.iterfind(ns + "Contents"):
-            obj: dict[str, Any] = {"Key": decode(el.findtext(ns + "Key") or "")}
-            size = el.findtext(ns + "Size")
-            if size is not None:
-                obj["Size"] = int(size)
-            when = el.findtext(ns + "LastModified")
-            if when:
-                stamp = datetime.fromisoformat(when.strip())
-                obj["LastModified"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
-            for name in ("ETag", "StorageClass"):
-                text = el.findtext(ns + name)
-                if text is not None:
-                    obj[name] = text
-            contents.append(obj)
+        decode: Callable[[str], str] = unquote_plus if root.findtext(ns + "EncodingType") == "url" else str
+        out = _list_fields(root, ns, decode)
+        contents = [_list_object(el, ns, decode) for el in root.iterfind(ns + "Contents")]
         if contents:
             out["Contents"] = contents
         prefixes = [{"Prefix": decode(el.findtext(ns + "Prefix") or "")} for el in root.iterfind(ns + "CommonPrefixes")]
@@ -512,10 +546,44 @@ def _list_page(body: bytes) -> dict[str, Any]:
     return out
 
 
-def _proxied(scheme: str, host: str) -> bool:
+def _list_fields(root: Any, ns: str, decode: Callable[[str], str]) -> dict[str, Any]:
+    """A listing's own fields (truncation, continuation, prefix, count)."""
+    out: dict[str, Any] = {"IsTruncated": root.findtext(ns + "IsTruncated", "").strip() == "true"}
+    for name in ("Prefix", "Delimiter", "StartAfter"):
+        text = root.findtext(ns + name)
+        if text is not None:
+            out[name] = decode(text)
+    for name in ("NextContinuationToken", "ContinuationToken", "EncodingType"):
+        text = root.findtext(ns + name)
+        if text is not None:
+            out[name] = text
+    count = root.findtext(ns + "KeyCount")
+    if count is not None:
+        out["KeyCount"] = int(count)
+    return out
+
+
+def _list_object(el: Any, ns: str, decode: Callable[[str], str]) -> dict[str, Any]:
+    """One ``Contents`` element: key, size, modification time, ETag, storage class."""
+    obj: dict[str, Any] = {"Key": decode(el.findtext(ns + "Key") or "")}
+    size = el.findtext(ns + "Size")
+    if size is not None:
+        obj["Size"] = int(size)
+    when = el.findtext(ns + "LastModified")
+    if when:
+        stamp = datetime.fromisoformat(when.strip())
+        obj["LastModified"] = stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)
+    for name in ("ETag", "StorageClass"):
+        text = el.findtext(ns + name)
+        if text is not None:
+            obj[name] = text
+    return obj
+
+
+def _proxied(scheme: str, host: str, settings: S3Settings) -> bool:
     """Whether botocore would reach this endpoint through a proxy from the environment (a proxy in
     the client's config is the caller's to check)."""
-    if sys.platform.startswith("linux") and not any(k.lower().endswith("_proxy") for k in os.environ):
+    if sys.platform.startswith("linux") and not settings.proxy_variables:
         return False  # Linux takes proxies from these variables only: urllib.request costs ~5 ms
     import urllib.request
 
@@ -524,12 +592,12 @@ def _proxied(scheme: str, host: str) -> bool:
     return bool(urllib.request.getproxies().get(scheme))
 
 
-def _ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
+def _ssl_context(ca_bundle: str | None) -> ssl.SSLContext:
     """Certificates as botocore finds them: the profile's ca_bundle or AWS_CA_BUNDLE, else certifi's
     bundle, else the system's."""
     import ssl
 
-    bundle = ca_bundle or os.environ.get("AWS_CA_BUNDLE")
+    bundle = ca_bundle
     if not bundle:
         try:
             import certifi
@@ -538,3 +606,151 @@ def _ssl_context(ca_bundle: str | None = None) -> ssl.SSLContext:
         except ImportError:
             bundle = None
     return ssl.create_default_context(cafile=bundle)
+
+
+# -- HTTP/1.1 --
+class LeanConnection:
+    """A minimal keep-alive HTTP/1.1 connection.
+
+    Why not ``http.client``: on small objects its response parsing was the largest single cost
+    left per request (``parse_headers`` hands every header block to ``email.parser``: a tenth of
+    the upload's GIL time on 4 KiB files), and it writes the headers and the body in separate
+    ``send`` calls. This reads the status line and headers with plain ``bytes`` operations and
+    sends a small request in one ``sendall``. It speaks only what S3 answers need:
+    ``Content-Length`` and chunked bodies, bodies read to the close otherwise, ``Connection:
+    close``; anything malformed raises, and the caller hands the request to botocore.
+
+    A successful body can also be read straight into the caller's buffer (:meth:`request_into`):
+    a large download's ranges then land in buffers that are reused range after range, instead of
+    a fresh 16 MiB ``bytes`` per range (whose pages the kernel must fault in and zero each time).
+    """
+
+    def __init__(self, scheme: str, netloc: str, timeout: float, context: ssl.SSLContext | None) -> None:
+        host, _, port = netloc.rpartition(":") if netloc.rpartition(":")[2].isdigit() else (netloc, "", "")
+        self._host = host.strip("[]")  # an IPv6 literal comes bracketed
+        self._port = int(port) if port else (443 if scheme == "https" else 80)
+        sock = socket.create_connection((self._host, self._port), timeout=timeout)
+        # Nagle plus delayed ACKs would stall each small request by tens of milliseconds.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if scheme == "https":
+            assert context is not None
+            sock = context.wrap_socket(sock, server_hostname=self._host)
+        self._sock = sock
+        self._rfile = sock.makefile("rb")
+
+    def close(self) -> None:
+        try:
+            self._rfile.close()
+        finally:
+            self._sock.close()
+
+    def request(
+        self, method: str, target: str, headers: dict[str, str], body: bytes | None
+    ) -> tuple[int, dict[str, str], bytes, bool]:
+        """Send one request, read its whole answer: (status, lower-cased headers, body, will_close)."""
+        self._send(method, target, headers, body)
+        status, got, data, will_close = self._response(method, None)
+        assert isinstance(data, bytes)
+        return status, got, data, will_close
+
+    def request_into(
+        self, method: str, target: str, headers: dict[str, str], into: memoryview
+    ) -> tuple[int, dict[str, str], bytes | int, bool]:
+        """As :meth:`request` for a body-less request, but a successful (2xx) answer whose
+        ``Content-Length`` fits ``into`` is read straight into it: its body is then the byte count.
+        Any other answer's body comes back as ``bytes``, read whole as before."""
+        self._send(method, target, headers, None)
+        return self._response(method, into)
+
+    def _send(self, method: str, target: str, headers: dict[str, str], body: bytes | None) -> None:
+        lines = [f"{method} {target} HTTP/1.1"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        lines.append("Accept-Encoding: identity")
+        if body is not None:
+            lines.append(f"Content-Length: {len(body)}")
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if body and len(body) <= _ONE_WRITE:
+            self._sock.sendall(head + body)
+        else:
+            self._sock.sendall(head)
+            if body:
+                self._sock.sendall(body)
+
+    def _line(self) -> bytes:
+        line = self._rfile.readline(MAX_LINE + 1)
+        if not line:
+            raise ProtocolError("connection closed")
+        if len(line) > MAX_LINE:
+            raise ProtocolError("line too long")
+        return line
+
+    def _head(self) -> tuple[bytes, int, dict[str, str]]:
+        """The status line's version and status, and the lower-cased headers; a stray
+        ``100 Continue`` (never asked for) is skipped as ``http.client`` does."""
+        while True:
+            status_line = self._line()
+            parts = status_line.split(None, 2)
+            if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+                raise ProtocolError(f"bad status line {status_line[:40]!r}")
+            status = int(parts[1])
+            got = self._headers()
+            if status != 100:
+                return parts[0], status, got
+
+    def _headers(self) -> dict[str, str]:
+        got: dict[str, str] = {}
+        for _ in range(MAX_HEADERS + 1):
+            line = self._line()
+            if line in (b"\r\n", b"\n"):
+                return got
+            name, sep, value = line.partition(b":")
+            if not sep:
+                raise ProtocolError("bad header line")
+            key = name.strip().lower().decode("latin-1")
+            text = value.strip().decode("latin-1")
+            got[key] = f"{got[key]}, {text}" if key in got else text
+        raise ProtocolError("too many headers")
+
+    def _response(self, method: str, into: memoryview | None) -> tuple[int, dict[str, str], bytes | int, bool]:
+        version, status, got = self._head()
+        will_close = version == b"HTTP/1.0" or "close" in got.get("connection", "").lower()
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            return status, got, b"", will_close
+        if "chunked" in got.get("transfer-encoding", "").lower():
+            return status, got, self._chunked(), will_close
+        length = got.get("content-length")
+        if length is None:
+            return status, got, self._rfile.read(), True  # delimited by the close
+        if not length.isdigit():
+            raise ProtocolError("bad Content-Length")
+        if into is not None and 200 <= status < 300 and int(length) <= len(into):
+            return status, got, self._read_into(into[: int(length)]), will_close
+        data = self._rfile.read(int(length))
+        if len(data) != int(length):
+            raise ProtocolError("body cut short")
+        return status, got, data, will_close
+
+    def _read_into(self, into: memoryview) -> int:
+        # BufferedReader.readinto hands what it holds, then lets the socket fill the rest of the
+        # caller's buffer directly: one copy from the kernel, no allocation.
+        if self._rfile.readinto(into) != len(into):
+            raise ProtocolError("body cut short")
+        return len(into)
+
+    def _chunked(self) -> bytes:
+        out = bytearray()
+        while True:
+            size_text = self._line().split(b";", 1)[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise ProtocolError("bad chunk size") from None
+            if size == 0:
+                while self._line() not in (b"\r\n", b"\n"):
+                    pass  # trailers
+                return bytes(out)
+            chunk = self._rfile.read(size)
+            if len(chunk) != size:
+                raise ProtocolError("chunk cut short")
+            out += chunk
+            self._line()  # the CRLF after each chunk

@@ -31,35 +31,37 @@ ListParts and continues after the longest run of parts the server holds, from pa
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
-import os
 import threading
 from concurrent.futures import Future
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ferry.backends.base import ResumeSlot, Writer
 from ferry.backends.s3.checksums import Support, composite_sha256, same_composite, support
-from ferry.backends.s3.client import DEFAULT_PART, MAX_PARTS, MIN_PART, map_error
+from ferry.backends.s3.connection import S3Connection
+from ferry.backends.s3.multipart import choose_part_size, list_parts, multipart_etag
 from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, UsageError
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
-if TYPE_CHECKING:
-    from ferry.backends.s3.backend import S3Backend
-
 _KMS = ("aws:kms", "aws:kms:dsse")
 
 
-def choose_part_size(size: int | None, configured: int | None) -> int:
-    """At least the configured size (16 MiB by default), and large enough that the object fits in
-    10,000 parts; a size unknown up front is planned for the 5 TiB maximum."""
-    base = configured or DEFAULT_PART
-    total = size if size is not None else 5 << 40
-    needed = -(-total // MAX_PARTS)
-    needed = -(-needed // (1 << 20)) * (1 << 20)  # whole MiB
-    return max(MIN_PART, base, needed)
+class Bucket(Protocol):
+    """What a writer uses of its backend beyond the connection (``S3Backend`` is one; this module
+    never imports it, so the package's imports run one way)."""
+
+    @property
+    def conn(self) -> S3Connection: ...
+
+    def note_written(self, key: str) -> None: ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def conditional_writes(self) -> bool: ...
+
+    def copy_object(self, src_key: str, dst_key: str, size: int) -> None: ...
 
 
 class PartBudget:
@@ -88,22 +90,18 @@ class PartBudget:
             self._cond.notify_all()
 
 
-def _budget_limit() -> int:
-    raw = os.environ.get("FERRY_S3_UPLOAD_MEMORY")
-    if raw:
-        from ferry.core.units import parse_size
-
-        return max(MIN_PART, parse_size(raw))
-    return 512 << 20
+_BUDGETS: dict[int, PartBudget] = {}
+_BUDGETS_LOCK = threading.Lock()
 
 
-BUDGET = PartBudget(_budget_limit())
-
-
-def multipart_etag(md5_hexes: list[str]) -> str:
-    """The ETag S3 gives a multipart object: MD5 of the parts' binary MD5s, dash, part count."""
-    joined = b"".join(binascii.unhexlify(h) for h in md5_hexes)
-    return f"{hashlib.md5(joined).hexdigest()}-{len(md5_hexes)}"
+def part_budget(limit: int) -> PartBudget:
+    """The process's budget for ``limit`` bytes (``FERRY_S3_UPLOAD_MEMORY``): every backend built
+    with the same settings shares one, so the cap holds across all of them."""
+    with _BUDGETS_LOCK:
+        budget = _BUDGETS.get(limit)
+        if budget is None:
+            budget = _BUDGETS[limit] = PartBudget(limit)
+        return budget
 
 
 def _b64(digest: bytes) -> str:
@@ -126,7 +124,7 @@ def _etag(resp: dict[str, Any]) -> str:
 class S3Writer(Writer):
     def __init__(
         self,
-        backend: S3Backend,
+        backend: Bucket,
         key: str,
         *,
         size: int | None,
@@ -135,6 +133,8 @@ class S3Writer(Writer):
         slot: ResumeSlot | None,
     ) -> None:
         self._b = backend
+        self._c = backend.conn
+        self._budget = part_budget(self._c.settings.upload_memory)
         self.final_path = key
         self.temp_path = key  # S3 has no temporary name: an object appears only at commit
         self.offset = 0
@@ -146,7 +146,7 @@ class S3Writer(Writer):
         self._lent: Any = None
         self._fed = False  # any byte handed to write() or feed_prefix() yet
         self._readback = readback
-        self._part_size = choose_part_size(size, backend.settings.part_size)
+        self._part_size = choose_part_size(size, self._c.settings.part_size)
         self._buf = bytearray()  # a single PUT's body
         # Multipart: the part being filled, and emptied part buffers to fill again (at most the
         # parts in flight plus one): each byte is copied once, into its part, and sent from there.
@@ -189,7 +189,7 @@ class S3Writer(Writer):
     def _checks(self) -> Support:
         """What this endpoint checks (probed once per backend, on the first upload that verifies)."""
         if self._support is None:
-            self._support = support(self._b, self.final_path)
+            self._support = support(self._c, self.final_path)
         return self._support
 
     # -- resume --
@@ -210,7 +210,7 @@ class S3Writer(Writer):
             int(n): (str(v[0]), int(v[1]), str(v[2]), str(v[3]) if len(v) > 3 else "") for n, v in raw_parts.items()
         }
         try:
-            server = self._list_parts(upload_id)
+            server = list_parts(self._c, self.final_path, upload_id)
         except FerryError:
             self._save_state(None)  # gone (aborted, cleaned up, expired): start afresh
             return
@@ -233,23 +233,6 @@ class S3Writer(Writer):
         self.offset = part_size * (n - 1)
         self._resumed_parts = n - 1
         self._save_state_locked()
-
-    def _list_parts(self, upload_id: str) -> dict[int, tuple[str, int, str]]:
-        """The parts the server holds: number -> (ETag, size, base64 SHA-256 checksum or "")."""
-        parts: dict[int, tuple[str, int, str]] = {}
-        try:
-            for page in self._b.client.get_paginator("list_parts").paginate(
-                Bucket=self._b.bucket, Key=self.final_path, UploadId=upload_id
-            ):
-                for p in page.get("Parts") or ():
-                    parts[int(p["PartNumber"])] = (
-                        str(p["ETag"]).strip('"'),
-                        int(p["Size"]),
-                        str(p.get("ChecksumSHA256") or ""),
-                    )
-        except Exception as exc:
-            raise map_error(exc, self._b.display(self.final_path), bucket=self._b.bucket) from exc
-        return parts
 
     def _state(self) -> dict[str, object]:
         return {
@@ -325,7 +308,7 @@ class S3Writer(Writer):
                     ok = md5 in (etag, stored)
                 if not ok:
                     raise ChecksumMismatch(
-                        f"The source changed since part {n} of {self._b.display(self.final_path)} was uploaded"
+                        f"The source changed since part {n} of {self._c.display(self.final_path)} was uploaded"
                     )
                 self._parts[n] = (etag, self._part_size, md5, sha)
                 self._prefix_part += 1
@@ -370,9 +353,9 @@ class S3Writer(Writer):
         if self._mtime is not None:
             kw["Metadata"] = {"mtime": f"{self._mtime.timestamp():.9f}"}
         try:
-            resp = self._b.client.create_multipart_upload(Bucket=self._b.bucket, Key=self.final_path, **kw)
+            resp = self._c.client.create_multipart_upload(Bucket=self._c.bucket, Key=self.final_path, **kw)
         except Exception as exc:
-            raise map_error(exc, f"starting the upload of {self._b.display(self.final_path)}", bucket=self._b.bucket)
+            raise self._c.err(exc, f"starting the upload of {self._c.display(self.final_path)}")
         self._upload_id = str(resp["UploadId"])
         self._sse = resp.get("ServerSideEncryption")
         # Content-MD5 on every part whose SHA-256 checksum the store does not check: a part damaged
@@ -389,23 +372,23 @@ class S3Writer(Writer):
         n = self._next_part
         self._next_part += 1
         if self._inflight is None:
-            self._inflight = threading.BoundedSemaphore(self._b.settings.part_concurrency)
+            self._inflight = threading.BoundedSemaphore(self._c.settings.part_concurrency)
         self._inflight.acquire()  # bounds memory: at most part_concurrency parts queued per file
         if self._failed is not None:
             self._inflight.release()
             self._wait_parts()
         size = len(chunk)
-        BUDGET.acquire(size)  # and across all files: see PartBudget
+        self._budget.acquire(size)  # and across all files: see PartBudget
         try:
-            future = self._b.executor.submit(self._upload_part, n, chunk)
+            future = self._c.executor.submit(self._upload_part, n, chunk)
         except BaseException:
-            BUDGET.release(size)
+            self._budget.release(size)
             self._inflight.release()
             raise
 
         def cancelled(f: Future[None]) -> None:
             if f.cancelled():  # abort() cancelled it before it ran: _upload_part never releases
-                BUDGET.release(size)
+                self._budget.release(size)
 
         future.add_done_callback(cancelled)
         self._futures.append(future)
@@ -418,7 +401,7 @@ class S3Writer(Writer):
             md5 = b""
             if sha is None or not self._checks().checks_sha256:
                 md5 = hashlib.md5(chunk).digest()
-            what = f"part {n} of {self._b.display(self.final_path)}"
+            what = f"part {n} of {self._c.display(self.final_path)}"
             resp = self._send_part(n, chunk, md5, sha, what)
             etag = _etag(resp)
             md5_hex = md5.hex()
@@ -445,7 +428,7 @@ class S3Writer(Writer):
                 self._failed = exc
             raise
         finally:
-            BUDGET.release(len(chunk))
+            self._budget.release(len(chunk))
             assert self._inflight is not None
             self._inflight.release()
 
@@ -457,7 +440,7 @@ class S3Writer(Writer):
         refused: FerryError | None = None
         for _ in range(2):
             try:
-                return self._b.upload_part(
+                return self._c.upload_part(
                     self.final_path,
                     str(self._upload_id),
                     n,
@@ -467,7 +450,7 @@ class S3Writer(Writer):
                     unsigned=bool(md5),  # its ETag is compared with this MD5: no SHA-256 pass for SigV4
                 )
             except Exception as exc:
-                err = map_error(exc, f"uploading {what}", bucket=self._b.bucket)
+                err = self._c.err(exc, f"uploading {what}")
                 if refused is not None:
                     raise (refused if isinstance(err, NotFound) else err) from exc
                 if not isinstance(err, ChecksumMismatch):
@@ -507,7 +490,7 @@ class S3Writer(Writer):
         if self._done:
             raise ValueError("commit of a committed or aborted writer")
         cond: dict[str, Any] = {} if overwrite else {"IfNoneMatch": "*"}
-        what = self._b.display(self.final_path)
+        what = self._c.display(self.final_path)
         self._b.note_written(self.final_path)  # before the request: a timed-out PUT may have landed
         try:
             if self._copy_source is not None:
@@ -516,7 +499,7 @@ class S3Writer(Writer):
                 self._b.copy_object(self._copy_source[0], self.final_path, self._copy_source[1])
                 self.verified_note = "server-side copy"
             else:
-                if not overwrite and not self._b.conditional_writes() and self._b.object_exists(self.final_path):
+                if not overwrite and not self._b.conditional_writes() and self._c.object_exists(self.final_path):
                     # If-None-Match is sent too, but not every S3-compatible store honours it.
                     raise AlreadyExists(f"Already exists: {what}")
                 if self._multipart:
@@ -526,7 +509,7 @@ class S3Writer(Writer):
         except FerryError:
             raise
         except Exception as exc:
-            raise map_error(exc, f"writing {what}", bucket=self._b.bucket) from exc
+            raise self._c.err(exc, f"writing {what}") from exc
         self._done = True
         self._save_state(None)
 
@@ -567,9 +550,9 @@ class S3Writer(Writer):
             meta["mtime"] = f"{mtime.timestamp():.9f}"  # rclone's convention: seconds since the epoch
         if meta:
             kw["Metadata"] = meta
-        resp = self._b.put_object(self.final_path, body, kw)
+        resp = self._c.put_object(self.final_path, body, kw)
         matched: list[str] = []
-        what = self._b.display(self.final_path)
+        what = self._c.display(self.final_path)
         wrong = ""
         if md5 and resp.get("ServerSideEncryption") not in _KMS:
             etag = _etag(resp)
@@ -592,18 +575,15 @@ class S3Writer(Writer):
     def _remove_landed(self) -> None:
         """Delete what this writer just put under its key (it failed the after-check)."""
         try:
-            self._b.delete_object(self.final_path)
+            self._c.delete_object(self.final_path)
         except Exception as exc:
-            raise map_error(
-                exc,
-                f"removing {self._b.display(self.final_path)}, which the store holds with the wrong bytes",
-                bucket=self._b.bucket,
-            ) from exc
+            what = f"removing {self._c.display(self.final_path)}, which the store holds with the wrong bytes"
+            raise self._c.err(exc, what) from exc
 
     def _complete(self, cond: dict[str, Any]) -> None:
         parts = sorted(self._parts.items())
         expected_numbers = list(range(1, len(parts) + 1))
-        what = self._b.display(self.final_path)
+        what = self._c.display(self.final_path)
         if [n for n, _ in parts] != expected_numbers:
             raise ChecksumMismatch(f"Parts missing from the upload of {what}")
         listed: list[dict[str, Any]] = []
@@ -614,8 +594,8 @@ class S3Writer(Writer):
                     raise ChecksumMismatch(f"Part {n} of {what} has no SHA-256 checksum recorded")
                 item["ChecksumSHA256"] = v[3]
             listed.append(item)
-        resp = self._b.client.complete_multipart_upload(
-            Bucket=self._b.bucket,
+        resp = self._c.client.complete_multipart_upload(
+            Bucket=self._c.bucket,
             Key=self.final_path,
             UploadId=self._upload_id,
             MultipartUpload={"Parts": listed},
@@ -639,7 +619,7 @@ class S3Writer(Writer):
         """Compare what CompleteMultipartUpload answered with what the parts add up to: the note,
         and the evidence it rests on."""
         checks = self._checks()
-        what = self._b.display(self.final_path)
+        what = self._c.display(self.final_path)
         checked: list[str] = []
         matched: list[str] = []
         evidence: list[Evidence] = []
@@ -676,7 +656,7 @@ class S3Writer(Writer):
         if not upload_id:
             return
         try:
-            self._b.client.abort_multipart_upload(Bucket=self._b.bucket, Key=self.final_path, UploadId=upload_id)
+            self._c.client.abort_multipart_upload(Bucket=self._c.bucket, Key=self.final_path, UploadId=upload_id)
         except Exception:
             pass
 
