@@ -139,7 +139,8 @@ class SigV4:
     """AWS Signature Version 4 for S3 path-style requests, as botocore's ``S3SigV4Auth`` signs
     them: the canonical request (method, path as sent, canonical query, the headers given plus
     ``host``, ``x-amz-date``, ``x-amz-content-sha256`` and the session token, lower-cased and
-    sorted), the string to sign and the HMAC chain. One day's signing key is kept."""
+    sorted, their values trimmed and runs of spaces made one), the string to sign and the HMAC
+    chain. One day's signing key is kept."""
 
     def __init__(self, region: str) -> None:
         self.region = region
@@ -178,7 +179,9 @@ class SigV4:
             h["x-amz-security-token"] = credentials.token
         names = sorted(h)
         signed = ";".join(names)
-        canonical = "\n".join([method, path, query, "".join(f"{n}:{h[n]}\n" for n in names), signed, payload])
+        # Values signed as SigV4 canonicalises them (runs of spaces as one), sent as they are.
+        lines = "".join(f"{n}:{' '.join(h[n].split())}\n" for n in names)
+        canonical = "\n".join([method, path, query, lines, signed, payload])
         scope = f"{day}/{self.region}/s3/aws4_request"
         to_sign = f"AWS4-HMAC-SHA256\n{amz_date}\n{scope}\n{hashlib.sha256(canonical.encode()).hexdigest()}"
         sig = hmac.new(self._signing_key(credentials.secret_key, day), to_sign.encode(), hashlib.sha256).hexdigest()
