@@ -15,6 +15,7 @@ from globus_sdk.testing import RegisteredResponse, ResponseSet, construct_error,
 from ferry.backends.base import Kind
 from ferry.backends.globus import backend as gb
 from ferry.backends.globus.errors import map_error
+from ferry.backends.globus.settings import GlobusSettings
 from ferry.core.address import parse_address
 from ferry.core.errors import (
     AlreadyExists,
@@ -71,9 +72,8 @@ def _task(status: str, **extra: Any) -> RegisteredResponse:
 def backend(monkeypatch: pytest.MonkeyPatch) -> Iterator[gb.GlobusBackend]:
     for var in ("GLOBUS_SDK_SERVICE_URL_TRANSFER", "GLOBUS_SDK_SERVICE_URL_AUTH", "GLOBUS_SDK_ENVIRONMENT"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("FERRY_GLOBUS_POLL", "0.01")
     responses.start()
-    b = gb.GlobusBackend(parse_address(f"globus://{COLL}/"))
+    b = gb.GlobusBackend(parse_address(f"globus://{COLL}/"), GlobusSettings(poll=0.01, use_gcp=False))
     b._tc = globus_sdk.TransferClient(authorizer=globus_sdk.AccessTokenAuthorizer("test-token"))
     try:
         yield b

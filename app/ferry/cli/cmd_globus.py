@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -248,17 +249,19 @@ def _collection_line(r: dict[str, Any]) -> str:
 
 def _this_computer_quiet() -> Any:
     from ferry.backends.globus.local import this_computer
+    from ferry.backends.globus.settings import GlobusSettings
 
     try:
-        return this_computer()
+        return this_computer(GlobusSettings.from_env(os.environ))
     except FerryError:
         return None
 
 
 def cmd_this_computer(args: argparse.Namespace) -> int:
     from ferry.backends.globus.local import this_computer
+    from ferry.backends.globus.settings import GlobusSettings
 
-    here = this_computer()
+    here = this_computer(GlobusSettings.from_env(os.environ))
     if here is None:
         if args.json:
             print(json.dumps(None))

@@ -17,7 +17,6 @@ retries once; every other service error is mapped to :mod:`ferry.core.errors` in
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 import threading
 import time
@@ -29,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from ferry.backends.base import Backend, Capabilities, Entry, JobDelegate, Kind, Reader, Writer, temp_name
 from ferry.backends.globus import https, local, tasks
 from ferry.backends.globus.service import TransferService
+from ferry.backends.globus.settings import GlobusSettings
 from ferry.backends.globus.share import make_link, revoke_link
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -126,9 +126,9 @@ def _doc_of(e: Entry) -> dict[str, Any]:
 class GlobusBackend(TransferService, Backend):
     scheme = "globus"
 
-    def __init__(self, address: Address) -> None:
+    def __init__(self, address: Address, settings: GlobusSettings | None = None) -> None:
         Backend.__init__(self, address)
-        TransferService.__init__(self, address.host)
+        TransferService.__init__(self, address.host, settings)
         self._caps: Capabilities | None = None
         self._folders: set[str] = set()  # folders known to exist (uploads check each once)
         # Entries seen in recent listings: the copier stats every source file again, and each
@@ -263,7 +263,7 @@ class GlobusBackend(TransferService, Backend):
         return base
 
     def _no_stream_advice(self) -> str:
-        gcp = local.gcp_collection_id()
+        gcp = local.gcp_collection_id(self.settings)
         if gcp:  # Globus Connect Personal is installed here (else Ferry would have used it)
             return (
                 f"Globus collection {self.collection} has no HTTPS server, and this computer's Globus Connect "
@@ -334,12 +334,12 @@ class GlobusBackend(TransferService, Backend):
         """
         import sys
 
-        if sys.platform == "win32" or os.environ.get("FERRY_GLOBUS_NO_GCP"):
+        if sys.platform == "win32" or not self.settings.use_gcp:
             return None
-        here = local.this_computer()
+        here = local.this_computer(self.settings)
         if here is None or not here.connected:
             return None
-        return GlobusBackend(Address("globus", "/", host=here.collection_id))
+        return GlobusBackend(Address("globus", "/", host=here.collection_id), self.settings)
 
     def share(self, path: str, request: ShareRequest) -> Link:
         return make_link(self, path, request)

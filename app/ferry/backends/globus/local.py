@@ -8,10 +8,10 @@ collection is connected right now.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from ferry.backends.globus.service import TransferService
+from ferry.backends.globus.settings import GlobusSettings
 from ferry.core.errors import FerryError
 
 
@@ -31,10 +31,10 @@ class ThisComputer:
         return f"globus://{self.collection_id}/~/"
 
 
-def gcp_collection_id() -> str | None:
+def gcp_collection_id(settings: GlobusSettings) -> str | None:
     from globus_sdk import LocalGlobusConnectPersonal
 
-    config = os.environ.get("FERRY_GCP_CONFIG_DIR")
+    config = settings.gcp_config_dir
     try:
         local = LocalGlobusConnectPersonal(config_dir=config) if config else LocalGlobusConnectPersonal()
         return local.endpoint_id or None
@@ -42,13 +42,13 @@ def gcp_collection_id() -> str | None:
         return None
 
 
-def this_computer() -> ThisComputer | None:
+def this_computer(settings: GlobusSettings) -> ThisComputer | None:
     """The GCP collection of this computer with its connected/offline state, or None if not installed."""
-    cid = gcp_collection_id()
+    cid = gcp_collection_id(settings)
     if cid is None:
         return None
     try:
-        doc = TransferService(cid).collection_doc()
+        doc = TransferService(cid, settings).collection_doc()
     except FerryError as exc:
         return ThisComputer(cid, "This computer", None, exc.message)
     connected = doc.get("gcp_connected")

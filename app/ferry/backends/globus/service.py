@@ -9,11 +9,13 @@ backend, so they need not import the backend module: the package's imports run o
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from ferry.backends.globus.errors import is_consent, map_error
+from ferry.backends.globus.settings import GlobusSettings
 
 if TYPE_CHECKING:
     import globus_sdk
@@ -27,8 +29,9 @@ T = TypeVar("T")
 class TransferService:
     """One collection on the Transfer service, reached with this person's (or client's) login."""
 
-    def __init__(self, collection: str) -> None:
+    def __init__(self, collection: str, settings: GlobusSettings | None = None) -> None:
         self.collection = collection
+        self.settings = settings if settings is not None else GlobusSettings.from_env(os.environ)
         self._doc: dict[str, Any] | None = None
         self._doc_lock = threading.Lock()
         self._auth: GlobusAuth | None = None
@@ -85,6 +88,7 @@ class Collection(Protocol):
     plus the backend's own stat, rename and display (``GlobusBackend`` is the one)."""
 
     collection: str
+    settings: GlobusSettings
 
     @property
     def auth(self) -> GlobusAuth: ...

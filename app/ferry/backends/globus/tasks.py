@@ -25,7 +25,6 @@ over: saved values, rows, progress and notes. This module never sees the queue.
 from __future__ import annotations
 
 import logging
-import os
 import posixpath
 import time
 from collections.abc import Iterator
@@ -62,11 +61,8 @@ SYNC_LEVELS: dict[str, str | None] = {
 }
 
 
-def poll_interval() -> float:
-    try:
-        return max(0.01, float(os.environ.get("FERRY_GLOBUS_POLL", "2")))
-    except ValueError:
-        return 2.0
+def poll_interval(backend: Collection) -> float:
+    return backend.settings.poll
 
 
 POLL_MAX = 60.0
@@ -81,7 +77,7 @@ def _wait(cancel: CancelToken | None, seconds: float) -> None:
 
 def _retrying(backend: Collection, what: str, fn: Any, cancel: CancelToken | None) -> Any:
     """A status call that may fail for a while (laptop asleep, network down): keep trying."""
-    delay = poll_interval()
+    delay = poll_interval(backend)
     while True:
         try:
             return backend.call(what, fn)
@@ -250,7 +246,7 @@ class GlobusDelegation:
         seen_files = seen_bytes = seen_skipped = seen_faults = 0
         total_known = 0
         inactive_said = False
-        delay = poll_interval()
+        delay = poll_interval(self.backend)
         while True:
             task = self._get_task(task_id, sink.cancel)
             files_total = int(task.get("files") or 0)
@@ -365,7 +361,7 @@ def run_delete(
         ddata.add_item(p)
     sub = backend.call(f"deleting {backend.display(paths[0])}", lambda tc: tc.submit_delete(ddata))
     task_id = str(sub["task_id"])
-    delay = poll_interval()
+    delay = poll_interval(backend)
     while True:
         task = dict(_retrying(backend, "checking the delete task", lambda tc: tc.get_task(task_id), cancel).data)
         if task.get("status") == "SUCCEEDED":
