@@ -536,7 +536,9 @@ def _streamed(ctx: CopyContext, source: Entry, writer: Writer, progress: _Progre
     """Read the source once, hash those bytes as they pass (with the source store's evidence
     check beside), and write them; a resumed partial's prefix is re-read into the hash first."""
     algo = ctx.options.hash_algo
-    check = _source_check(ctx, source) if algo else None
+    # The source's own recorded hash of this algorithm (Ferry's SHA-256 stored with an S3 object)
+    # is compared with the stream's hash anyway: no second pass over the same bytes to check it.
+    check = _source_check(ctx, source) if algo and not source.hashes.get(algo) else None
     hasher: Hasher | None = new_hasher(algo) if algo else None
     if hasher is not None and check is not None:
         hasher = _Tee(hasher, check)  # the source's evidence sees exactly the bytes hashed
