@@ -235,7 +235,7 @@ def is_alias(name: str) -> bool:
     return False
 
 
-SITE_OPTIONS = ("identity_file", "proxy_jump", "user", "port", "streams")  # streams: read by backends/sftp.py
+SITE_OPTIONS = ("identity_file", "proxy_jump", "user", "port", "streams")  # streams: read by backends/sftp/host.py
 
 
 def apply_site(target: SshTarget, site: str, options: dict[str, str], *, user_given: bool, port_given: bool) -> None:
