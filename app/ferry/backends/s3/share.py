@@ -4,9 +4,7 @@ with a custom endpoint would sign SigV2, which stores refuse), never by the lean
 
 from __future__ import annotations
 
-import json
 import posixpath
-import shlex
 from datetime import UTC, datetime, timedelta
 
 from ferry.backends.s3.connection import S3Connection
@@ -74,6 +72,9 @@ def presign(conn: S3Connection, key: str, request: ShareRequest) -> Link:
 
 def _sign(conn: S3Connection, key: str, request: ShareRequest, seconds: int) -> tuple[str, str, dict[str, str]]:
     """(kind, URL, extra fields: the matching curl command, a POST policy's form fields)."""
+    import json  # here, not at start-up: most runs make no link
+    import shlex
+
     name = posixpath.basename(key)
     client = conn.client
     if request.upload and request.max_size is not None:
