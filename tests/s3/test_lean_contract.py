@@ -24,6 +24,7 @@ import functools
 import hashlib
 import importlib.metadata
 import re
+import secrets
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -35,7 +36,8 @@ import pytest
 from ferry.backends.s3.lean import CHECKED_WITH, UNSIGNED, LeanClient, SigV4, object_path
 
 ROOT = Path(__file__).resolve().parents[2]
-ACCESS, SECRET = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+# Made per run: both signers get the same made-up credentials, so any pair will do.
+ACCESS, SECRET = "AKID" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30)
 BUCKET = "ferry-contract"
 ENDPOINTS = ["http://127.0.0.1:9000", "http://127.0.0.1:9000/store/base", "https://s3.example.org"]
 KEYS = [

@@ -8,14 +8,16 @@ in are :mod:`ferry.sharing.types`, and a backend shares by implementing
 
 from __future__ import annotations
 
+from ferry.backends.base import Backend
 from ferry.core.errors import Unsupported
 from ferry.sharing.types import Link, Sharer, ShareRequest
 
 
-def _sharer(backend: object, what: str) -> Sharer:
+def _sharer(backend: Backend, what: str) -> Sharer:
     if not isinstance(backend, Sharer):
-        scheme = getattr(backend, "scheme", "this")
-        raise Unsupported(f"{scheme} sites cannot {what}: share links exist for S3 buckets and Globus collections")
+        raise Unsupported(
+            f"{backend.scheme} sites cannot {what}: share links exist for S3 buckets and Globus collections"
+        )
     return backend
 
 
