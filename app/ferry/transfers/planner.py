@@ -188,41 +188,49 @@ def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, r
     except FerryError as exc:
         # ENOTDIR, EACCES ... on the destination's path: bad input, reported before any change.
         raise UsageError(f"Cannot write to {dest}: {exc.message[:1].lower()}{exc.message[1:]}") from exc
-
     roots: list[Root] = []
     for src in sources:
         src_backend = pool.get(src)
-        try:
-            entry = src_backend.stat(src.path)
-        except NotFound:
-            raise UsageError(f"Source not found: {src}") from None
-        except FerryError as exc:
-            raise UsageError(f"Cannot read source {src}: {exc.message}") from None
-        if entry.is_dir and not recursive:
-            raise UsageError(f"{src} is a folder (use -r to copy folders)")
-        if entry.kind is Kind.SPECIAL:
-            raise UsageError(
-                f"{src} is a {entry.meta.get('special', 'special file')}; only files, folders and links can be copied"
-            )
-        name = entry.name or src.name
-        if into:
-            refused = _Names(dst_backend, dest.path).refusal(name, {})
-            if refused:
-                raise UsageError(f"Cannot copy {src}: {refused[1]}")
-            target = dst_backend.join(dest.path, name)
-            rel = name
-        else:
-            target = dest.path
-            rel = dst_backend.split(dest.path)[1]
-            if entry.is_dir and dst_entry is not None and not dst_entry.is_dir:
-                raise UsageError(f"Cannot copy folder {src} onto file {dest}")
-        if _same_tree(src_backend, dst_backend):
-            if entry.is_dir and _inside(dst_backend, target, entry.path):
+        entry = _source_entry(src_backend, src, recursive)
+        target, rel = _target(src, entry, dst_backend, dest, dst_entry, into)
+        if _same_tree(src_backend, dst_backend) and _inside(dst_backend, target, entry.path):
+            if entry.is_dir:
                 raise UsageError(f"Destination {dst_backend.display(target)} is inside the source {src}")
-            if not entry.is_dir and _inside(dst_backend, target, entry.path):
-                raise UsageError(f"{src} and {dst_backend.display(target)} are the same file")
+            raise UsageError(f"{src} and {dst_backend.display(target)} are the same file")
         roots.append(Root(src_backend, entry, dst_backend, target, rel))
     return roots
+
+
+def _source_entry(src_backend: Backend, src: Address, recursive: bool) -> Entry:
+    """The source as it is now, or a UsageError saying why it cannot be copied."""
+    try:
+        entry = src_backend.stat(src.path)
+    except NotFound:
+        raise UsageError(f"Source not found: {src}") from None
+    except FerryError as exc:
+        raise UsageError(f"Cannot read source {src}: {exc.message}") from None
+    if entry.is_dir and not recursive:
+        raise UsageError(f"{src} is a folder (use -r to copy folders)")
+    if entry.kind is Kind.SPECIAL:
+        raise UsageError(
+            f"{src} is a {entry.meta.get('special', 'special file')}; only files, folders and links can be copied"
+        )
+    return entry
+
+
+def _target(
+    src: Address, entry: Entry, dst_backend: Backend, dest: Address, dst_entry: Entry | None, into: bool
+) -> tuple[str, str]:
+    """Where a source lands (its path and its name relative to the job's destination)."""
+    name = entry.name or src.name
+    if into:
+        refused = _Names(dst_backend, dest.path).refusal(name, {})
+        if refused:
+            raise UsageError(f"Cannot copy {src}: {refused[1]}")
+        return dst_backend.join(dest.path, name), name
+    if entry.is_dir and dst_entry is not None and not dst_entry.is_dir:
+        raise UsageError(f"Cannot copy folder {src} onto file {dest}")
+    return dest.path, dst_backend.split(dest.path)[1]
 
 
 def _check_destination(dst_backend: Backend, dest: Address, n_sources: int) -> tuple[Entry | None, bool]:
