@@ -310,8 +310,18 @@ def test_case_collisions_on_a_case_insensitive_destination(tmp_path: Path) -> No
 # ---- the confined view itself ----
 
 
-@pytest.fixture
-def confined(tmp_path: Path, outside: Path) -> tuple[ConfinedLocal, Path]:
+@pytest.fixture(params=["openat2", "walk"])
+def confined(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, outside: Path
+) -> tuple[ConfinedLocal, Path]:
+    """The view, resolving folders with Linux's openat2 where it has it, and folder by folder
+    with O_NOFOLLOW as on older kernels and macOS."""
+    from ferry.backends import local
+
+    if request.param == "walk":
+        monkeypatch.setattr(local, "_openat2", None)
+    elif local._openat2 is None:
+        pytest.skip("no openat2 on this system")
     root = tmp_path / "dst"
     (root / "real").mkdir(parents=True)
     os.symlink(outside, root / "lnk")  # a link below the root, pointing outside
@@ -344,6 +354,11 @@ def test_confined_view_refuses_every_write_through_a_link(confined: tuple[Confin
     _link_refused(lambda: view.open_read(str(lnk / "f.txt")), lnk)
     # Nothing is there, as far as the destination goes: the write that follows says why.
     assert view.stat_or_none(str(lnk / "f.txt")) is None
+    assert view.stat_or_none(str(lnk / "sub" / "deep.txt")) is None
+    (root / "real" / "here.txt").write_bytes(b"here")
+    found = view.stat_or_none(str(root / "real" / "here.txt"))
+    assert found is not None and found.kind is Kind.FILE and found.size == 4
+    assert view.stat_or_none(str(root / "real" / "missing.txt")) is None
     # The link itself is an entry like any other, and removing it removes the link only.
     e = view.stat(str(lnk))
     assert e.kind is Kind.LINK and e.link_target == str(root.parent / "outside")
@@ -386,3 +401,46 @@ def test_confined_writer_commits_and_resumes_only_inside(confined: tuple[Confine
 def test_other_backends_are_their_own_view(site: MemSite) -> None:
     backend = site.backend
     assert backend.confined(["/dst"]) is backend
+
+
+# ---- downloads in batches (SFTP's tar streams) write through the same confined view ----
+
+
+@pytest.fixture
+def batching(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    from ferry.backends.memory import MemoryBackend
+    from test_batches import _Batches
+
+    for name in ("batch_usable", "write_batch", "commit_batch", "read_batch"):
+        monkeypatch.setattr(MemoryBackend, name, getattr(_Batches, name), raising=False)
+    _Batches.calls = []
+    return _Batches.calls
+
+
+@pytest.mark.parametrize("policy", ["skip", "overwrite"])
+def test_batched_downloads_never_write_through_a_link(
+    batching: list[int], site: MemSite, store: Store, tmp_path: Path, outside: Path, policy: str
+) -> None:
+    from ferry.transfers.scheduler import RunConfig, Runner
+
+    for i in range(40):
+        site.put(f"/src/d/f{i:02d}.txt", f"file {i}\n".encode())
+    site.put("/src/d/f.txt", b"would replace the sentinel\n")
+    site.put("/src/top.txt", b"top\n")
+    dst = tmp_path / "dst"
+    (dst / "src").mkdir(parents=True)
+    os.symlink(outside, dst / "src" / "d")
+    job = mem_job(store, [site.url("/src")], f"{dst}/", recursive=True, on_conflict=policy)
+    assert Runner(store, RunConfig(parallel=2, job_ids=[job])).run().jobs == {job: "done"}
+    assert batching and max(batching) > 1  # the files went in batches
+    tasks = {t.rel: t for t in store.tasks(job, kinds=("file",))}
+    inner = [t for rel, t in tasks.items() if rel.startswith("src/d/")]
+    assert len(inner) == 41 and tasks["src/top.txt"].state == "done"
+    if policy == "skip":
+        assert os.readlink(dst / "src" / "d") == str(outside)
+        assert all(t.state == "skipped" and t.skip_reason is SkipReason.POLICY for t in inner), inner
+    else:
+        assert not (dst / "src" / "d").is_symlink()
+        assert all(t.state == "done" for t in inner), inner
+        assert (dst / "src" / "d" / "f.txt").read_bytes() == b"would replace the sentinel\n"
+    assert partials(dst) == []

@@ -157,11 +157,12 @@ class _OpenHow(ctypes.Structure):
     _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
 
 
-def _load_openat2() -> Callable[[int, bytes], int] | None:
-    """Linux's ``openat2`` (5.6+): a folder below a descriptor opened in one call that refuses
+def _load_openat2() -> Callable[[int, bytes, bool], int] | None:
+    """Linux's ``openat2`` (5.6+): a path below a descriptor opened in one call that refuses
     every symbolic link on the way (``RESOLVE_NO_SYMLINKS``) and never leaves the descriptor's
-    tree (``RESOLVE_BENEATH``). Returns the descriptor or ``-errno``; None where there is none,
-    and the folder-by-folder walk does the same job."""
+    tree (``RESOLVE_BENEATH``): a folder, or (``path_only``) an ``O_PATH`` handle on whatever is
+    there, a final link included. Returns the descriptor or ``-errno``; None where there is no
+    such call, and the folder-by-folder walk does the same job."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -171,14 +172,17 @@ def _load_openat2() -> Callable[[int, bytes], int] | None:
     fn.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
     fn.restype = ctypes.c_long
     sys_openat2, resolve_no_symlinks, resolve_beneath = 437, 0x04, 0x08  # 437 on every architecture
-    how = _OpenHow(os.O_RDONLY | _DIRECTORY | os.O_CLOEXEC, 0, resolve_no_symlinks | resolve_beneath)
-    how_ref, how_size = ctypes.byref(how), ctypes.sizeof(how)
+    o_path = getattr(os, "O_PATH", 0o10000000)
+    folder = _OpenHow(os.O_RDONLY | _DIRECTORY | os.O_CLOEXEC, 0, resolve_no_symlinks | resolve_beneath)
+    handle = _OpenHow(o_path | _NOFOLLOW | os.O_CLOEXEC, 0, resolve_no_symlinks | resolve_beneath)
+    refs = (ctypes.byref(folder), ctypes.byref(handle))
+    size = ctypes.sizeof(folder)
 
-    def openat2_dir(dir_fd: int, rel: bytes) -> int:
-        fd = int(fn(sys_openat2, dir_fd, rel, how_ref, how_size))
+    def openat2(dir_fd: int, rel: bytes, path_only: bool = False) -> int:
+        fd = int(fn(sys_openat2, dir_fd, rel, refs[path_only], size))
         return fd if fd >= 0 else -ctypes.get_errno()
 
-    return openat2_dir
+    return openat2
 
 
 _openat2 = _load_openat2()
@@ -376,12 +380,11 @@ class LocalWriter(Writer):
             self._readback.advance(self.offset)
 
     def _reopen(self) -> int | None:
-        """The partial file an earlier attempt left, or None. Only a regular file with no other
-        name is one: a link, or a hard link planted under the partial's name, is never continued."""
+        """The partial file an earlier attempt left (or a new, empty one: one call either way),
+        or None. Only a regular file with no other name is one: a link, or a hard link planted
+        under the partial's name, is never continued (``_create`` replaces it)."""
         try:
-            fd = os.open(self._temp, os.O_RDWR | _NOFOLLOW, dir_fd=self._dir)
-        except FileNotFoundError:
-            return None
+            fd = os.open(self._temp, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666, dir_fd=self._dir)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 return None
@@ -588,51 +591,30 @@ class LocalBackend(Backend):
             raise _map_error(exc, path) from exc
 
     def stat(self, path: str) -> Entry:
-        fd, ref = self._at(path)
         try:
-            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
-            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st, ref, fd)
+            st = os.lstat(path)
         except OSError as exc:
             raise _map_error(exc, path) from exc
-        finally:
-            _close(fd)
+        return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
 
     def stat_or_none(self, path: str) -> Entry | None:
         """``stat``, but None when nothing is there. The copier asks this of every destination
-        before writing it; building, raising and catching NotFound cost more than the lstat.
-
-        In a job's confined view a path whose folder is a link (below the root) is not there
-        either: nothing is reached through it, and the write that follows meets the link and
-        raises :class:`LinkInTheWay` for the copy to apply its policy to."""
+        before writing it; building, raising and catching NotFound cost more than the lstat."""
         try:
-            fd, ref = self._parent(path)
-        except (FileNotFoundError, LinkInTheWay):
-            return None
-        except OSError as exc:
-            raise _map_error(exc, path) from exc
-        try:
-            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
-            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st, ref, fd)
+            st = os.lstat(path)
         except FileNotFoundError:
             return None
         except OSError as exc:
             raise _map_error(exc, path) from exc
-        finally:
-            _close(fd)
+        return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
 
     def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
-        fd, ref = self._at(path)
         try:
-            if fd is None:
-                f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
-            else:
-                f = open(os.open(ref, os.O_RDONLY | _NOFOLLOW, dir_fd=fd), "rb", buffering=0)  # noqa: SIM115
+            f = open(path, "rb", buffering=0)  # noqa: SIM115 - returned to the caller
             if offset:
                 f.seek(offset)
         except OSError as exc:
             raise _map_error(exc, path) from exc
-        finally:
-            _close(fd)
         if length is not None:
             return _Limited(f, length)
         return f
@@ -775,22 +757,61 @@ class ConfinedLocal(LocalBackend):
         self._lock = threading.Lock()
         weakref.finalize(self, _close_all, self._root_fds, self._retired)
 
-    def _below(self, path: str) -> tuple[str, list[str]] | None:
-        """(the root, the names from it down to ``path``), or None for a path below no root."""
+    def _below(self, path: str) -> tuple[str, str] | None:
+        """(the root, the rest of ``path`` below it, normalised), or None for a path below no
+        root (or the root itself). A path that climbs out with ``..`` is refused."""
+        sep = os.sep
         for root, prefix in self._prefixes:
             if path.startswith(prefix):
-                names = [n for n in path[len(prefix) :].split(os.sep) if n not in ("", ".")]
-                if ".." in names:
-                    raise UnsafeName(f"Refused a path that would leave the destination: {path}")
-                return (root, names) if names else None
+                rest = path[len(prefix) :].rstrip(sep)
+                if sep + "." in sep + rest or sep + sep in rest:  # rare: ".", "..", ".hidden", "a//b"
+                    names = [n for n in rest.split(sep) if n not in ("", ".")]
+                    if ".." in names:
+                        raise UnsafeName(f"Refused a path that would leave the destination: {path}")
+                    rest = sep.join(names)
+                return (root, rest) if rest else None
         return None
 
     def _parent(self, path: str, create: bool = False) -> tuple[int | None, str]:
         found = self._below(path)
         if found is None:
             return None, path
-        root, names = found
-        return self._descend(root, names[:-1], create), names[-1]
+        root, rest = found
+        head, _, name = rest.rpartition(os.sep)
+        return self._descend(root, head, create), name
+
+    def _descend(self, root: str, rest: str, create: bool) -> int:
+        """A descriptor of the folder ``rest`` below ``root`` (the caller's to close), each
+        folder below the root opened without following a link (and made, with ``create``): in
+        one ``openat2`` call where the kernel has it, else (and to say which link is in the way,
+        or to make what is missing) folder by folder."""
+        global _openat2
+        top = self._root_fds.get(root)
+        if top is None or create:
+            top = self._root_fd(root, create)
+        if not rest:
+            return os.dup(top)
+        if _openat2 is not None:
+            got = _openat2(top, os.fsencode(rest), False)
+            if got >= 0:
+                return got
+            if got == -errno.ENOENT and not create:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.path.join(root, rest))
+            if got in (-errno.ENOSYS, -errno.EINVAL):
+                _openat2 = None  # an older kernel, or one that refuses it here: the walk from now on
+        names = rest.split(os.sep)
+        fd = top
+        try:
+            for i, name in enumerate(names):
+                sub = _open_below(fd, name, create, root, names, i + 1)
+                if fd != top:
+                    os.close(fd)
+                fd = sub
+        except BaseException:
+            if fd != top:
+                os.close(fd)
+            raise
+        return fd
 
     def _root_fd(self, root: str, create: bool) -> int:
         """The root's descriptor (links at and above it followed: the user's own path). With
@@ -806,60 +827,93 @@ class ConfinedLocal(LocalBackend):
                 fd = self._root_fds[root] = _open_root(root, create)
         return fd
 
-    def _descend(self, root: str, names: list[str], create: bool) -> int:
-        """A descriptor of ``root/names...`` (the caller's to close), each folder below the root
-        opened without following a link (and made, with ``create``): in one ``openat2`` call where
-        the kernel has it, else (and to say which link is in the way, or to make what is missing)
-        folder by folder."""
-        global _openat2
-        top = self._root_fd(root, create)
-        if not names:
-            return os.dup(top)
-        if _openat2 is not None:
-            got = _openat2(top, os.fsencode(os.sep.join(names)))
-            if got >= 0:
-                return got
-            if got == -errno.ENOENT and not create:
-                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), os.path.join(root, *names))
-            if got in (-errno.ENOSYS, -errno.EINVAL):
-                _openat2 = None  # an older kernel, or one that refuses it here: the walk from now on
-        fd = top
+    def stat(self, path: str) -> Entry:
+        fd, ref = self._at(path)
         try:
-            for i, name in enumerate(names):
-                sub = _open_below(fd, name, create, root, names, i + 1)
-                if fd != top:
-                    os.close(fd)
-                fd = sub
-        except BaseException:
-            if fd != top:
-                os.close(fd)
-            raise
-        return fd
+            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
+            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st, ref, fd)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
 
     def stat_or_none(self, path: str) -> Entry | None:
+        """As ``stat``, None when nothing is there; and a path whose folder is a link below the
+        root is not there either (nothing is reached through it: the write that follows meets
+        the link and raises LinkInTheWay for the copy to apply its policy to)."""
         # Nothing at ``path`` as the system resolves it (links and all) means nothing there
         # without following links either: one lstat answers a fresh copy's question. What is
         # found is looked at again, folder by folder, without following any link.
         try:
-            os.lstat(path)
+            st = os.lstat(path)
         except FileNotFoundError:
             return None
         except OSError:
-            pass
-        return super().stat_or_none(path)
+            st = None
+        if st is not None and not stat_mod.S_ISLNK(st.st_mode) and self._no_link_to(path):
+            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st)
+        try:
+            fd, ref = self._parent(path)
+        except (FileNotFoundError, LinkInTheWay):
+            return None
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        try:
+            st = os.stat(ref, dir_fd=fd, follow_symlinks=False)
+            return _entry(path, os.path.basename(path.rstrip(os.sep)) or path, st, ref, fd)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
+
+    def _no_link_to(self, path: str) -> bool:
+        """Whether ``path`` is reached from its root with no link on the way, told by one
+        ``openat2`` of an ``O_PATH`` handle; False where it cannot be told that cheaply."""
+        if _openat2 is None:
+            return False
+        found = self._below(path)
+        if found is None:
+            return True  # at or above a root, or below none: used as it is
+        top = self._root_fds.get(found[0])
+        if top is None:
+            return False  # the root is not open yet: the walk opens it
+        fd = _openat2(top, os.fsencode(found[1]), True)
+        if fd < 0:
+            return False  # a link on the way, or gone: the walk says which
+        os.close(fd)
+        return True
+
+    def open_read(self, path: str, offset: int = 0, length: int | None = None) -> Reader:
+        fd, ref = self._at(path)
+        if fd is None:
+            return super().open_read(path, offset, length)
+        try:
+            f = open(os.open(ref, os.O_RDONLY | _NOFOLLOW, dir_fd=fd), "rb", buffering=0)  # noqa: SIM115
+            if offset:
+                f.seek(offset)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
+        if length is not None:
+            return _Limited(f, length)
+        return f
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
         found = self._below(path)
         if found is None:
             return super().mkdir(path, parents=parents, exist_ok=exist_ok)
-        root, names = found
+        root, rest = found
         try:
             if parents and exist_ok:
-                os.close(self._descend(root, names, True))
+                os.close(self._descend(root, rest, True))
                 return None
-            fd = self._descend(root, names[:-1], parents)
+            head, _, name = rest.rpartition(os.sep)
+            fd = self._descend(root, head, parents)
             try:
-                os.mkdir(names[-1], 0o777, dir_fd=fd)
+                os.mkdir(name, 0o777, dir_fd=fd)
             finally:
                 os.close(fd)
         except (FileExistsError, NotADirectoryError) as exc:
@@ -890,34 +944,37 @@ def _open_root(root: str, create: bool) -> int:
 
 def _open_below(fd: int, name: str, create: bool, root: str, names: list[str], depth: int) -> int:
     """The folder ``name`` (``names[depth - 1]`` below ``root``) in folder ``fd``, never through
-    a link (made first with ``create``)."""
-    for attempt in (0, 1):
+    a link (made first with ``create``). Other files of the job make and replace folders at the
+    same time, so what stood there a moment ago is looked at again before giving up."""
+    for attempt in range(4):
+        last = attempt == 3
         try:
             return os.open(name, _DIR_FLAGS, dir_fd=fd)
         except FileNotFoundError:
-            if not create or attempt:
+            if not create or last:
                 raise
+            try:
+                os.mkdir(name, 0o777, dir_fd=fd)
+            except FileExistsError:
+                pass  # made meanwhile: opened below, without following
         except OSError as exc:
-            if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                _refuse_link(fd, name, root, names[:depth])
-            raise
-        try:
-            os.mkdir(name, 0o777, dir_fd=fd)
-        except FileExistsError:
-            pass  # made meanwhile (by another file of the job): opened below, without following
+            if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                raise
+            mode = _mode_at(fd, name)
+            if mode is not None and stat_mod.S_ISLNK(mode):
+                link = os.path.join(root, *names[:depth])
+                raise LinkInTheWay(
+                    f"{link} is a symbolic link where a folder must be: Ferry does not write through links "
+                    "inside the destination",
+                    link,
+                ) from None
+            if last or (mode is not None and not stat_mod.S_ISDIR(mode)):
+                raise  # a file in the way: the error as it is (a folder now, or gone: again)
     raise AssertionError("unreachable")
 
 
-def _refuse_link(fd: int, name: str, root: str, names: list[str]) -> None:
-    """Raise LinkInTheWay if ``name`` in folder ``fd`` is a symbolic link."""
+def _mode_at(fd: int, name: str) -> int | None:
     try:
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        return os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
     except OSError:
-        return
-    if stat_mod.S_ISLNK(st.st_mode):
-        link = os.path.join(root, *names)
-        raise LinkInTheWay(
-            f"{link} is a symbolic link where a folder must be: Ferry does not write through links "
-            "inside the destination",
-            link,
-        )
+        return None
