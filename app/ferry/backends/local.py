@@ -195,7 +195,8 @@ def rename_no_replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_
         if src_dir_fd is None and dst_dir_fd is None:
             err = _renameat2(src, dst)
         else:
-            err = _renameat2(src, dst, _fd_or_cwd(src_dir_fd), _fd_or_cwd(dst_dir_fd))
+            at_src = _AT_FDCWD if src_dir_fd is None else src_dir_fd
+            err = _renameat2(src, dst, at_src, _AT_FDCWD if dst_dir_fd is None else dst_dir_fd)
         if err == 0:
             return
         if err not in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP):
@@ -210,10 +211,6 @@ def rename_no_replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_
             return
         raise
     os.unlink(src, dir_fd=src_dir_fd)
-
-
-def _fd_or_cwd(fd: int | None) -> int:
-    return _AT_FDCWD if fd is None else fd
 
 
 def _lexists(path: str, dir_fd: int | None) -> bool:
@@ -362,12 +359,7 @@ class LocalWriter(Writer):
         # What the calls name: within the folder's descriptor, or the full paths without one.
         self._final, self._temp = (name, partial) if dir_fd is not None else (final_path, self.temp_path)
         try:
-            fd = self._reopen() if resume else None
-            if fd is None:
-                fd = self._create()
-            else:
-                self.offset = os.lseek(fd, 0, os.SEEK_END)
-            self.fd = fd
+            self.fd, self.offset = self._open_partial(resume)
         except OSError as exc:
             self._close_dir()
             raise _map_error(exc, final_path) from exc
@@ -379,14 +371,31 @@ class LocalWriter(Writer):
             self._readback = _ReadBack(self.fd, readback, threaded)
             self._readback.advance(self.offset)
 
-    def _reopen(self) -> int | None:
-        """The partial file an earlier attempt left (or a new, empty one: one call either way),
-        or None. Only a regular file with no other name is one: a link, or a hard link planted
-        under the partial's name, is never continued (``_create`` replaces it)."""
+    def _open_partial(self, resume: bool) -> tuple[int, int]:
+        """The partial file and how much it holds: a new one, made by this call (``O_EXCL``:
+        nothing that stood under its name is ever written through), or with ``resume`` the one an
+        earlier attempt left, if it is a regular file with no other name. Anything else under the
+        partial's name (a link, a hard link planted there, a stale partial) is removed first."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
         try:
-            fd = os.open(self._temp, os.O_RDWR | os.O_CREAT | _NOFOLLOW, 0o666, dir_fd=self._dir)
+            return os.open(self._temp, flags, 0o666, dir_fd=self._dir), 0
+        except FileExistsError:
+            pass
+        if resume:
+            fd = self._earlier_partial()
+            if fd is not None:
+                return fd, os.lseek(fd, 0, os.SEEK_END)
+        try:
+            os.unlink(self._temp, dir_fd=self._dir)
+        except FileNotFoundError:
+            pass  # gone meanwhile
+        return os.open(self._temp, flags, 0o666, dir_fd=self._dir), 0
+
+    def _earlier_partial(self) -> int | None:
+        try:
+            fd = os.open(self._temp, os.O_RDWR | _NOFOLLOW, dir_fd=self._dir)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
+            if exc.errno in (errno.ELOOP, errno.ENOENT):
                 return None
             raise
         st = os.fstat(fd)
@@ -394,17 +403,6 @@ class LocalWriter(Writer):
             return fd
         os.close(fd)
         return None
-
-    def _create(self) -> int:
-        """A new, empty partial file made by this call (``O_EXCL``): whatever stood under its
-        name (an older partial, a link, a hard link) is removed first, never written through."""
-        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | _NOFOLLOW
-        try:
-            return os.open(self._temp, flags, 0o666, dir_fd=self._dir)
-        except FileExistsError:
-            pass
-        os.unlink(self._temp, dir_fd=self._dir)
-        return os.open(self._temp, flags, 0o666, dir_fd=self._dir)
 
     def _close_dir(self) -> None:
         fd, self._dir = self._dir, None
