@@ -7,12 +7,14 @@ partial file through its own descriptor while later chunks are still being writt
 the destination overlaps the copy instead of doubling its time.
 
 A job writes through :meth:`LocalBackend.confined`, a view that never follows a symbolic link
-below the job's destination roots: each folder below a root is opened from its parent's
-descriptor with ``O_NOFOLLOW | O_DIRECTORY`` and every write, creation, rename and removal is
-made relative to the descriptor of its folder, so a link found in the destination (left by an
-earlier copy, or planted) is reported as :class:`~ferry.core.errors.LinkInTheWay` instead of
-being written through. Links at or above a root (``/scratch -> /lustre/scratch``, a destination
-the user named that is a link) are the user's choice and are followed.
+below the job's destination roots: the folder a file goes into is opened from the root's
+descriptor without following any link (one ``openat2(RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH)``
+on Linux 5.6+, else folder by folder with ``O_NOFOLLOW | O_DIRECTORY``), and every write,
+creation, rename and removal is made relative to that folder's descriptor, so a link found in
+the destination (left by an earlier copy, or planted) is reported as
+:class:`~ferry.core.errors.LinkInTheWay` instead of being written through. Links at or above a
+root (``/scratch -> /lustre/scratch``, a destination the user named that is a link) are the
+user's choice and are followed.
 """
 
 from __future__ import annotations
