@@ -51,14 +51,15 @@ def test_a_version_1_queue_is_migrated_in_place(tmp_path: Path) -> None:
     db.executescript(
         "DROP TABLE task_resume; DROP TABLE job_values; ALTER TABLE tasks DROP COLUMN verify_level; "
         "ALTER TABLE tasks DROP COLUMN verify_evidence; ALTER TABLE tasks DROP COLUMN skip_reason; "
-        "ALTER TABLE jobs DROP COLUMN error_kind; ALTER TABLE jobs DROP COLUMN error_action; PRAGMA user_version = 1;"
+        "ALTER TABLE jobs DROP COLUMN error_kind; ALTER TABLE jobs DROP COLUMN error_action; "
+        "ALTER TABLE jobs DROP COLUMN position; PRAGMA user_version = 1;"
     )
     db.close()
     store = Store(path)
     assert store.job(job).dest == "/dst"  # the old job is still there
     store.set_job_value(job, "k", "v")
     assert store.job_value(job, "k") == "v"
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
 
 
 def test_a_version_2_queue_gets_typed_outcomes_from_its_old_notes(tmp_path: Path) -> None:
@@ -85,7 +86,7 @@ def test_a_version_2_queue_gets_typed_outcomes_from_its_old_notes(tmp_path: Path
     db.executescript(
         "ALTER TABLE tasks DROP COLUMN verify_level; ALTER TABLE tasks DROP COLUMN verify_evidence; "
         "ALTER TABLE tasks DROP COLUMN skip_reason; ALTER TABLE jobs DROP COLUMN error_kind; "
-        "ALTER TABLE jobs DROP COLUMN error_action; PRAGMA user_version = 2;"
+        "ALTER TABLE jobs DROP COLUMN error_action; ALTER TABLE jobs DROP COLUMN position; PRAGMA user_version = 2;"
     )
     db.commit()
     db.close()

@@ -15,7 +15,7 @@ from ferry.core.errors import UsageError
 from ferry.core.hashing import VERIFY_MODES, VerifyMode
 from ferry.core.outcomes import OutcomeCounts, describe_counts
 from ferry.core.schedule import parse_start_at, parse_window
-from ferry.core.units import format_size, parse_size
+from ferry.core.units import format_duration, format_size, parse_size
 from ferry.transfers.options import CONFLICT_POLICIES, JobOptions
 
 if TYPE_CHECKING:  # the store and scheduler load when a queue command runs, not for every 'ferry'
@@ -84,6 +84,25 @@ def register(sub: Any) -> None:
             )
         p.set_defaults(handler=fn)
 
+    for name, helptext in (
+        ("top", "move jobs to the front of the queue (their files are copied before other jobs')"),
+        ("bottom", "move jobs to the end of the queue"),
+    ):
+        p = qs.add_parser(name, help=helptext, description=helptext[0].upper() + helptext[1:] + ".")
+        p.add_argument("jobs", nargs="+", type=int, metavar="JOB")
+        p.set_defaults(handler=cmd_reorder, where=name)
+    p = qs.add_parser(
+        "move",
+        help="move jobs just before or after another job in the queue",
+        description="Change the queue's order: JOB... (in the order given) go just before or after OTHER. "
+        "Runners take files job by job in this order, so a job moved up gets the free workers first.",
+    )
+    p.add_argument("jobs", nargs="+", type=int, metavar="JOB")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--before", type=int, metavar="OTHER", help="put them just before job OTHER")
+    where.add_argument("--after", type=int, metavar="OTHER", help="put them just after job OTHER")
+    p.set_defaults(handler=cmd_reorder, where="move")
+
     p = qs.add_parser(
         "clear",
         help="remove finished jobs from the list",
@@ -116,6 +135,12 @@ def register(sub: Any) -> None:
     p.add_argument("jobs", nargs="*", type=int, metavar="JOB", help="only these jobs")
     tc.add_run_options(p)
     tc.add_timing_options(p)
+    p.add_argument(
+        "--patience",
+        metavar="DURATION",
+        help="for jobs without their own --patience: how long network outages, refused connections and busy "
+        "servers are retried, reconnecting as needed, before a file fails (default: 1h)",
+    )
     p.set_defaults(handler=cmd_run)
 
 
@@ -268,6 +293,7 @@ def _options_text(opts: JobOptions) -> str:
         + (f", bwlimit {format_size(opts.bwlimit)}/s" if opts.bwlimit else "")
         + (f", window {opts.window}" if opts.window else "")
         + (f", start at {datetime.fromtimestamp(opts.start_at):%Y-%m-%d %H:%M}" if opts.start_at else "")
+        + (f", patience {format_duration(opts.patience)}" if opts.patience else "")
     )
 
 
@@ -388,6 +414,18 @@ def cmd_retry(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_reorder(args: argparse.Namespace) -> int:
+    from ferry.transfers import control
+
+    store = _store()
+    if args.where == "move":
+        control.reorder(store, args.jobs, before=args.before, after=args.after)
+    else:
+        control.reorder(store, args.jobs, first=args.where == "top", last=args.where == "bottom")
+    print("Queue order: " + " ".join(str(j.id) for j in store.jobs()))
+    return EXIT_OK
+
+
 def cmd_clear(args: argparse.Namespace) -> int:
     from ferry.transfers import control
 
@@ -432,10 +470,12 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ferry.transfers.scheduler import RunConfig, Runner
+    from ferry.core.units import parse_duration
+    from ferry.transfers.scheduler import DEFAULT_PATIENCE, RunConfig, Runner
 
     config = RunConfig(
         **tc.parallel_config(args.parallel),
+        patience=parse_duration(args.patience) if args.patience else DEFAULT_PATIENCE,
         bwlimit=parse_size(args.bwlimit) if args.bwlimit else None,
         window=parse_window(args.window) if args.window else None,
         start_at=parse_start_at(args.start_at) if args.start_at else None,

@@ -1,4 +1,4 @@
-"""Job control: pause, resume, cancel, retry and clear, for ``ferry queue``, the window and
+"""Job control: pause, resume, cancel, retry, clear and the queue's order, for ``ferry queue``, the window and
 ``ferry.api`` alike. No front end changes a job's state itself.
 
 Each call changes the store only; whoever runs the job (this process's runner, a ``ferry queue
@@ -15,7 +15,7 @@ from enum import StrEnum
 
 from ferry.backends.registry import BackendPool
 from ferry.core.address import parse_address
-from ferry.core.errors import FerryError, describe
+from ferry.core.errors import FerryError, UsageError, describe
 from ferry.core.outcomes import JobState
 from ferry.transfers import move
 from ferry.transfers.options import CONFLICT_ANSWER_KEY, JobOptions
@@ -38,6 +38,8 @@ class QueueAction(StrEnum):
     RESUME = "resume"
     CANCEL = "cancel"
     RETRY = "retry"
+    TOP = "top"  # first in the queue: its files are claimed before any other job's
+    BOTTOM = "bottom"
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,44 @@ def apply(
         return resume(store, job_ids)
     if action is QueueAction.CANCEL:
         return cancel(store, job_ids, pool)
+    if action is QueueAction.TOP:
+        return reorder(store, job_ids, first=True)
+    if action is QueueAction.BOTTOM:
+        return reorder(store, job_ids, last=True)
     return retry(store, job_ids)
+
+
+def reorder(
+    store: Store,
+    job_ids: Sequence[int],
+    *,
+    before: int | None = None,
+    after: int | None = None,
+    first: bool = False,
+    last: bool = False,
+) -> list[Change]:
+    """Reorder the queue: ``job_ids`` (kept in the order given) go first, last, or just before or
+    after another job. The order is stored, so every runner claims files in it (a job moved up gets
+    the free workers first) and every front end lists it. Unknown jobs raise UsageError, and a job
+    cannot move relative to itself; nothing changes then."""
+    if [first, last, before is not None, after is not None].count(True) != 1:
+        raise UsageError("Say where the jobs go: first, last, before a job or after a job")
+    moving = _jobs(store, list(dict.fromkeys(job_ids)))
+    anchor = before if before is not None else after
+    if anchor is not None:
+        store.job(anchor)  # an unknown anchor is a usage error too
+        if anchor in {j.id for j in moving}:
+            raise UsageError(f"Job {anchor} cannot move relative to itself")
+    ids = {j.id for j in moving}
+    rest = [j.id for j in store.jobs() if j.id not in ids]
+    if first:
+        at = 0
+    elif last:
+        at = len(rest)
+    else:
+        at = rest.index(anchor) + (1 if after is not None else 0)  # type: ignore[arg-type]
+    store.set_order(rest[:at] + [j.id for j in moving] + rest[at:])
+    return [Change(j.id, True, j.state) for j in moving]
 
 
 def clear(store: Store, job_ids: Sequence[int] | None = None, *, include_failed: bool = False) -> int:

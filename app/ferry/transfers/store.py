@@ -37,7 +37,7 @@ from ferry.core.outcomes import (
 )
 from ferry.transfers.options import JobOptions
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -115,6 +115,13 @@ _MIGRATIONS: dict[int, str] = {
         WHEN kind = 'special' THEN 'unsupported-type'
         ELSE 'policy' END
         WHERE state = 'skipped';
+    """,
+    # The queue's order, which a person may change (``ferry queue top``/``move``, the window's
+    # "Move to top"): files are claimed job by job in this order. New jobs go last; jobs queued
+    # before this version keep the order of their numbers.
+    4: """
+    ALTER TABLE jobs ADD COLUMN position INTEGER;
+    UPDATE jobs SET position = id;
     """,
 }
 
@@ -506,8 +513,8 @@ class Store:
     ) -> int:
         now = time.time()
         cur = self._write(
-            "INSERT INTO jobs (created, state, sources, dest, options, roots, runner, heartbeat, started) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO jobs (created, state, sources, dest, options, roots, runner, heartbeat, started, position) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, (SELECT COALESCE(MAX(position), 0) + 1 FROM jobs))",
             (
                 now,
                 state,
@@ -543,7 +550,16 @@ class Store:
         if where:
             sql += " WHERE " + " AND ".join(where)
         with self._lock:
-            return [_job(r) for r in self._db.execute(sql + " ORDER BY id", params)]
+            return [_job(r) for r in self._db.execute(sql + " ORDER BY position, id", params)]
+
+    def set_order(self, job_ids: Sequence[int]) -> None:
+        """Put the queue in this order (every job, first to last): one transaction, persisted."""
+        with self._tx() as db:
+            db.executemany("UPDATE jobs SET position = ? WHERE id = ?", [(i + 1, j) for i, j in enumerate(job_ids)])
+
+    def _queue_order(self, db: sqlite3.Connection, job_ids: Sequence[int]) -> list[int]:
+        marks = ",".join("?" * len(job_ids))
+        return [r[0] for r in db.execute(f"SELECT id FROM jobs WHERE id IN ({marks}) ORDER BY position, id", job_ids)]
 
     def set_job_state(
         self,
@@ -698,15 +714,22 @@ class Store:
         if not job_ids or limit <= 0:
             return []
         now = time.time() if now is None else now
-        marks = ",".join("?" * len(job_ids))
+        rows: list[Sequence[object]] = []
         with self._tx() as db:
-            rows = db.execute(
-                f"UPDATE tasks SET state = 'running' WHERE id IN ("
-                f" SELECT id FROM tasks WHERE job_id IN ({marks}) AND state = 'queued' AND not_before <= ?"
-                f" ORDER BY job_id, id LIMIT ?) RETURNING {_TASK_COLS}",
-                (*job_ids, now, limit),
-            ).fetchall()
-        rows.sort(key=lambda r: (r[1], r[0]))
+            # Job by job in the queue's order (one indexed claim each, never a sort over every
+            # queued file): a job moved to the top gets the free workers first.
+            order = self._queue_order(db, job_ids)
+            for job_id in order:
+                got = db.execute(
+                    "UPDATE tasks SET state = 'running' WHERE id IN ("
+                    " SELECT id FROM tasks WHERE job_id = ? AND state = 'queued' AND not_before <= ?"
+                    f" ORDER BY id LIMIT ?) RETURNING {_TASK_COLS}",
+                    (job_id, now, limit - len(rows)),
+                ).fetchall()
+                got.sort(key=lambda r: r[0])
+                rows += got
+                if len(rows) >= limit:
+                    break
         return [_task(r) for r in rows]
 
     def next_retry_time(self, job_ids: Sequence[int]) -> float | None:
