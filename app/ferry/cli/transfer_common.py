@@ -19,7 +19,7 @@ from ferry.core.hashing import VERIFY_MODES
 from ferry.core.outcomes import Level, OutcomeCounts, SkipReason, describe_counts
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
-from ferry.core.units import format_duration, format_rate, format_size, parse_size
+from ferry.core.units import format_duration, format_rate, format_size, parse_duration, parse_size
 from ferry.transfers.jobs import canonical, create_job, prepare_job, resolve
 from ferry.transfers.options import (
     CHOOSE_POLICY_HINT,
@@ -61,6 +61,13 @@ def add_job_options(p: argparse.ArgumentParser, *, timing: bool, move: str | Non
         + " (default: ask)",
     )
     p.add_argument("--no-preserve-times", action="store_true", help="do not copy modification times")
+    p.add_argument(
+        "--patience",
+        metavar="DURATION",
+        help="keep retrying network outages, refused connections and busy servers for this long, "
+        "reconnecting as needed, before a file fails, e.g. 2h (default: 1h in 'ferry queue run', "
+        "a few tries in 'ferry cp')",
+    )
     if move == "option":
         p.add_argument(
             "--move",
@@ -143,6 +150,7 @@ def job_options(args: argparse.Namespace, *, bwlimit: str | None = None) -> JobO
         preserve_mtime=not args.no_preserve_times,
         move=bool(getattr(args, "move", False)),
         allow_unverified_move=bool(getattr(args, "allow_unverified_move", False)),
+        patience=parse_duration(args.patience) if getattr(args, "patience", None) else None,
     )
 
 

@@ -75,6 +75,9 @@ class JobOptions:
     # The person accepted that a move deletes sources whose copy was checked below checksum
     # level (by size, or by a service such as Globus), after comparing sizes once more.
     allow_unverified_move: bool = False
+    # Seconds to keep retrying transient failures (network down, server restarting) from the
+    # first of them; None: what the runner chooses (an hour for 'ferry queue run').
+    patience: float | None = None
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_MODES:

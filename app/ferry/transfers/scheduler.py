@@ -6,8 +6,12 @@ through a bounded queue, and writes their results back in batches, so a million 
 not mean a million transactions. Workers never touch the database.
 
 Limits: a global worker count (``--parallel``), per-endpoint semaphores (a backend's
-``max_connections``), token buckets for ``--bwlimit``. Transient errors retry with exponential
-backoff and jitter; permanent ones leave the task FAILED with a message and retryable; a full
+``max_connections``), token buckets for ``--bwlimit``. Transient errors (a dropped or refused
+connection, a server restarting, S3 500/503 storms) retry with exponential backoff and jitter:
+``max_attempts`` times, and beyond that for as long as the job's *patience* lasts (``--patience``,
+by default an hour for ``ferry queue run``), counted from the first of these failures in a row;
+each attempt reconnects as needed. A job that cannot start or be walked for such a reason waits
+the same way. Permanent errors leave the task FAILED with a message and retryable; a full
 destination pauses the job. Pause, resume and cancel from another process (``ferry queue pause``)
 are seen within half a second through the store.
 """
@@ -62,6 +66,7 @@ BATCH_GAP = 0.02  # while results stream in, the least time between two writes o
 POLL_JOBS = 0.5
 FIRST_PLAN_BATCH = 16  # tasks in the planner's first insert; each next one is 4x bigger up to plan_batch
 HEARTBEAT = 5.0
+DEFAULT_PATIENCE = 3600.0  # seconds a queue run keeps retrying transient failures (a night's outage)
 
 
 class Listener(Protocol):
@@ -92,9 +97,12 @@ class RunConfig:
     # Never these jobs: another Runner of this process feeds and runs them (the window's folder
     # watches); the set may grow while this Runner runs.
     skip_job_ids: Container[int] = frozenset()
-    max_attempts: int = 5
+    max_attempts: int = 5  # transient failures are retried at least this often ...
+    # ... and beyond that while this many seconds have not passed since the first of them (a
+    # job's own --patience wins); None: max_attempts only.
+    patience: float | None = None
     backoff_base: float = 1.0
-    backoff_cap: float = 300.0
+    backoff_cap: float = 60.0  # also at most a sixth of the patience, so a short one still retries often
     plan_batch: int = 1000
 
 
@@ -124,6 +132,15 @@ class _JobRun:
     sems: list[threading.Semaphore] = field(default_factory=list)  # per-endpoint connection limits
     mover: threading.Thread | None = None  # a Move job deleting its proven sources (move.run_move)
     move_error: BaseException | None = None
+
+
+@dataclass
+class _Waiting:
+    """A job that could not start or be walked for a transient reason, waiting to try again."""
+
+    first: float  # wall time of the first of these failures in a row
+    attempts: int = 0
+    not_before: float = 0.0
 
 
 @dataclass
@@ -166,6 +183,10 @@ class Runner:
         self._sem_lock = threading.Lock()
         self._workers: list[threading.Thread] = []
         self._summary = RunSummary()
+        # Transient failures in a row, by task id and by job id (wall time of the first): how long
+        # the patience has been tried. Kept for this run only: a new run is patient anew.
+        self._first_transient: dict[int, float] = {}
+        self._waiting: dict[int, _Waiting] = {}
         self._gate = Gate(config.parallel)
         self.tuner = Tuner(self._gate, config.parallel) if config.auto_parallel else None
 
@@ -271,6 +292,9 @@ class Runner:
     def _job_ready_at(self, job: Job, now: datetime) -> datetime | None:
         """When ``job`` may run: now, later (window/start time/retry backoff), or None if never."""
         ready = now
+        waiting = self._waiting.get(job.id)
+        if waiting is not None and waiting.not_before > time.time():
+            ready = max(ready, datetime.fromtimestamp(waiting.not_before).astimezone())
         if job.options.start_at:
             ready = max(ready, datetime.fromtimestamp(job.options.start_at).astimezone())
         if job.options.window:
@@ -294,7 +318,45 @@ class Runner:
             try:
                 self._start_job(self.store.job(job.id))
             except FerryError as exc:
-                self._end_job_early(job.id, "failed", exc)
+                self._runs.pop(job.id, None)
+                if not self._wait_job(job, exc, "could not start"):
+                    self._end_job_early(job.id, "failed", exc)
+
+    def _patience(self, job: Job) -> float | None:
+        return job.options.patience if job.options.patience is not None else self.config.patience
+
+    def _backoff(self, job: Job, first: float, attempts: int) -> float | None:
+        """Seconds to wait before trying again after ``attempts`` transient failures in a row (the
+        first at wall time ``first``), or None to give up: at least ``max_attempts`` tries, then
+        more while the job's patience lasts. Exponential with jitter, so parallel retries do not
+        stampede a server that just came back."""
+        patience = self._patience(job)
+        cap = self.config.backoff_cap
+        if patience:
+            cap = min(cap, max(self.config.backoff_base, patience / 6))
+        delay = min(cap, self.config.backoff_base * 2.0 ** min(attempts - 1, 30)) * random.uniform(0.5, 1.0)
+        if attempts < self.config.max_attempts:
+            return delay
+        left = first + (patience or 0.0) - time.time()
+        return None if left <= 0 else min(delay, left)
+
+    def _wait_job(self, job: Job, exc: BaseException, what: str) -> bool:
+        """A job that could not start or be walked for a transient reason (the server is down or
+        restarting) goes back to the queue and tries again later while its patience lasts (only
+        with a patience: without one it fails at once, as before). False: give up."""
+        if not isinstance(exc, Transient) or isinstance(exc, ChecksumMismatch) or not self._patience(job):
+            return False
+        waiting = self._waiting.setdefault(job.id, _Waiting(time.time()))
+        waiting.attempts += 1
+        delay = self._backoff(job, waiting.first, waiting.attempts)
+        if delay is None:
+            self._waiting.pop(job.id, None)
+            return False
+        waiting.not_before = time.time() + delay
+        message = f"{what}: {describe(exc)}; trying again (attempt {waiting.attempts + 1})"
+        self.store.release_job(job.id, "queued", message, error_kind=exc.kind, error_action=exc.action)
+        self.listener.job_changed(job.id, "queued", message)
+        return True
 
     def _end_job_early(self, job_id: int, state: str, exc: FerryError) -> None:
         message = exc.message
@@ -466,6 +528,9 @@ class Runner:
                 continue
             if run.planner_error is not None:
                 err = run.planner_error
+                if self._wait_job(run.job, err, "listing the sources stopped"):
+                    del self._runs[job_id]
+                    continue
                 self._release(
                     run,
                     "failed",
@@ -476,6 +541,7 @@ class Runner:
                 continue
             if not run.planned:
                 continue
+            self._waiting.pop(job_id, None)
             if self.store.open_task_count(job_id):
                 continue
             if run.job.options.move and not self._moved(run):
@@ -648,6 +714,7 @@ class Runner:
         run, task = item.run, item.task
         attempts = task.attempts + 1
         if item.outcome is not None:
+            self._first_transient.pop(task.id, None)
             o = item.outcome
             if o.state == "skipped":
                 res = TaskResult.skipped(task.id, attempts, o.skip_reason or SkipReason.POLICY, o.verified)
@@ -678,17 +745,19 @@ class Runner:
             return TaskResult(task.id, "queued", task.attempts, error_kind="no-space", error=msg)
         kind = error_kind(exc)
         message = describe(exc)
-        if isinstance(exc, Transient) and not isinstance(exc, ChecksumMismatch) and attempts < self.config.max_attempts:
-            delay = min(self.config.backoff_cap, self.config.backoff_base * 2 ** (attempts - 1))
-            delay *= random.uniform(0.5, 1.0)  # jitter: parallel retries do not stampede a server
-            return TaskResult(
-                task.id,
-                "queued",
-                attempts,
-                error_kind=kind,
-                error=f"{message} (retry {attempts})",
-                not_before=time.time() + delay,
-            )
+        if isinstance(exc, Transient) and not isinstance(exc, ChecksumMismatch):
+            first = self._first_transient.setdefault(task.id, time.time())
+            delay = self._backoff(run.job, first, attempts)
+            if delay is not None:
+                return TaskResult(
+                    task.id,
+                    "queued",
+                    attempts,
+                    error_kind=kind,
+                    error=f"{message} (retry {attempts})",
+                    not_before=time.time() + delay,
+                )
+        self._first_transient.pop(task.id, None)
         if not isinstance(exc, FerryError):
             log.error("unexpected error in task %s", task.id, exc_info=exc)
         res = TaskResult(task.id, "failed", attempts, error_kind=kind, error=message)
