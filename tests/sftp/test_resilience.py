@@ -146,15 +146,24 @@ def test_connection_cut_mid_download_reconnects_and_resumes(sshd: SshServer, tmp
 def test_sftp_only_account_is_verified_by_size_and_says_so(
     sshd_factory: Callable[..., SshServer], tmp_path: Path
 ) -> None:
-    """``ForceCommand internal-sftp``: no shell, so no remote checksums; the record says so."""
+    """``ForceCommand internal-sftp``: no shell, so no remote checksums; small files are still
+    read back over SFTP and hashed here (as the documentation says); bigger ones are checked by
+    size and the record says so."""
     server = sshd_factory(extra_config=["ForceCommand internal-sftp"])
     ferry = ferry_with(tmp_path, alias_block(server, "jail"), known_line(server))
     src = tmp_path / "few"
     want = small_tree(src, 5)
+    (src / "big.bin").write_bytes(os.urandom(200_000))
+    want = file_digests(src)
     remote = server.mkdir()
     res = ferry.ok("cp", "-r", "--json", src, f"jail:{remote}/")
-    files = [e for e in file_events(res.stdout).values() if e.get("kind", "file") == "file"]
-    assert files and all(e["state"] == "done" and e["level"] == "size" and not e["evidence"] for e in files), files
+    events = file_events(res.stdout)
+    big = events.pop("few/big.bin")
+    assert big["state"] == "done" and big["level"] == "size" and not big["evidence"], big
+    assert big["verified"].startswith("size only (the server has no sha256sum"), big
+    files = [e for e in events.values() if e.get("kind", "file") == "file"]
+    assert files and all(e["state"] == "done" and e["level"] == "checksum" for e in files), files
+    assert all(e["evidence"] == ["read-back"] for e in files), files
     assert file_digests(remote / "few") == want
     res = ferry("hash", f"jail:{remote}/few/d0/f000")
     assert res.returncode != 0 and "cannot compute sha256" in res.stderr, describe(res)

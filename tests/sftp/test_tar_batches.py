@@ -149,7 +149,7 @@ def test_no_tar_without_a_shell_and_when_switched_off(
     sshd_factory: Callable[..., SshServer], sshd: SshServer, tmp_path: Path
 ) -> None:
     """``ForceCommand internal-sftp``: the probe finds no tar, every file goes per file (and,
-    with no remote hash either, says size only). ``FERRY_SFTP_TAR=0`` turns batches off."""
+    with no remote hash either, is read back over SFTP). ``FERRY_SFTP_TAR=0`` turns batches off."""
     server = sshd_factory(extra_config=["ForceCommand internal-sftp"])
     ferry = ferry_with(tmp_path, alias_block(server, "jail"), known_line(server))
     src = tmp_path / "few"
@@ -158,8 +158,8 @@ def test_no_tar_without_a_shell_and_when_switched_off(
     res = ferry("cp", "-r", "--json", src, f"jail:{remote}/")
     assert res.returncode == 0, describe(res)
     files = [e for e in file_events(res.stdout).values() if e.get("kind", "file") == "file"]
-    assert len(files) == 30 and all(e["state"] == "done" and e["level"] == "size" for e in files)
-    assert all(e["verified"].startswith("size only") for e in files)  # and the note says so to people
+    assert len(files) == 30 and all(e["state"] == "done" and e["level"] == "checksum" for e in files)
+    assert all(e["evidence"] == ["read-back"] for e in files)  # small files: read back, no remote tool
     assert file_digests(remote / "few") == want
     back = tmp_path / "back"
     res = ferry("cp", "-r", "--json", f"jail:{remote}/few", back)

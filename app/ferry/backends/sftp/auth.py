@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ferry.backends.sftp import paramiko_adapter as adapter
-from ferry.backends.sftp.errors import HostKeyError
+from ferry.backends.sftp.errors import HostKeyChanged, HostKeyError
 from ferry.core.errors import AuthError, FerryError
 from ferry.credentials import prompts
 from ferry.credentials.ssh_config import SshTarget
@@ -61,9 +61,14 @@ class HostKeys:
             raise HostKeyError(f"Unknown host key for {name} ({key.get_name()} {print_}) was not trusted", action=None)
         self._trusted_once.add(print_)
 
-    def _known(self, key: Any, name: str, print_: str) -> bool:
-        """True when a known_hosts file holds this very key; HostKeyError when one holds another
-        key of the same type (a changed key); False when none knows it."""
+    def known_types(self) -> list[str]:
+        """The key types known_hosts holds for this host, in file order (``ssh-ed25519``, ...)."""
+        types: list[str] = []
+        for _path, known in self._lookups():
+            types.extend(t for t in known if t not in types)
+        return types
+
+    def _lookups(self) -> Iterator[tuple[str, Any]]:
         import paramiko
 
         for path in self.target.known_hosts_files:
@@ -71,16 +76,35 @@ class HostKeys:
                 keys = paramiko.HostKeys(path)
             except (OSError, paramiko.SSHException):
                 continue
-            known = keys.lookup(name)
-            if not known or key.get_name() not in known:
+            known = keys.lookup(self.target.host_key_name)
+            if known:
+                yield path, known
+
+    def _known(self, key: Any, name: str, print_: str) -> bool:
+        """True when a known_hosts file holds this very key; :class:`HostKeyChanged` when one
+        holds another key of the same type, or keys of other types only (the server offered
+        none of those: see :meth:`known_types`); False when none knows the host at all."""
+        other: tuple[str, str] | None = None
+        for path, known in self._lookups():
+            if key.get_name() not in known:
+                other = other or (path, next(iter(known.keys())))
                 continue
             if known[key.get_name()] == key:
                 return True
             line = _known_hosts_line(path, name, key.get_name())
-            raise HostKeyError(
+            raise HostKeyChanged(
                 f"The host key of {name} has CHANGED ({key.get_name()} {print_}); it does not match "
                 f"{path}" + (f" line {line}" if line else "") + ". This may be an attack. If the server's key "
                 "was really replaced, remove that line and connect again."
+            )
+        if other is not None:
+            path, known_type = other
+            line = _known_hosts_line(path, name, known_type)
+            raise HostKeyChanged(
+                f"The host key of {name} has CHANGED: the server offers {key.get_name()} {print_}, but "
+                f"{path}" + (f" line {line}" if line else "") + f" holds a {known_type} key for it, which the "
+                "server no longer offers. This may be an attack. If the server's keys were really replaced, "
+                "remove that line and connect again."
             )
         return False
 

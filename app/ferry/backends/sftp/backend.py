@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Reader
-from ferry.backends.sftp.errors import map_error
+from ferry.backends.sftp.errors import is_failure, map_error, refused_write
 from ferry.backends.sftp.host import host_for
 from ferry.backends.sftp.protocol import entry_of, from_wire, listdir, wire
 from ferry.backends.sftp.reader import SFTPReader
@@ -47,7 +47,10 @@ class SFTPBackend(Backend):
 
     @property
     def capabilities(self) -> Capabilities:  # type: ignore[override]
-        """Known after connecting: which checksums the host can compute decides hashes/readback."""
+        """Known after connecting: which checksums the host can compute decides ``hashes``.
+        ``readback`` holds on every host: files up to 64 KiB are read back over SFTP and hashed
+        here (an sftp-only account too); a bigger one on a host without the tool is recorded as
+        checked by size, saying why."""
         if self._caps is None:
             self._host.transport()
             if not self._host.hash_tools:
@@ -56,7 +59,7 @@ class SFTPBackend(Backend):
             self._caps = replace(
                 self._BASE,
                 hashes=hashes,
-                readback=bool(hashes),
+                readback=True,
                 max_connections=max(1, self._host.pool.max_sessions - 1),
             )
         return self._caps
@@ -185,7 +188,8 @@ class SFTPBackend(Backend):
                     try:
                         attr = c.stat(wire(p))
                     except OSError:
-                        raise map_error(exc, self.display(p)) from exc
+                        refused = is_failure(exc) and refused_write(c, exc, posixpath.dirname(p), self.display(p))
+                        raise (refused or map_error(exc, self.display(p))) from exc
                     if not stat_mod.S_ISDIR(attr.st_mode or 0):
                         raise AlreadyExists(f"A file is in the way of folder {self.display(p)}") from exc
                     if p == path and not exist_ok:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -99,6 +99,7 @@ class Connection:
         opts = transport.get_security_options()
         gcm = [c for c in opts.ciphers if "gcm" in c]
         opts.ciphers = tuple(gcm + [c for c in opts.ciphers if c not in gcm])  # AES-GCM first: faster here
+        opts.key_types = known_types_first(opts.key_types, self.host_keys.known_types())
         adapter.lean_reads(transport)  # AES-GCM packets read with fewer copies (paramiko's for the rest)
         adapter.guard_rekey(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
         try:
@@ -361,3 +362,16 @@ class ChannelPool:
                 c.close()
             except Exception:
                 pass
+
+
+# Host key algorithms of each known_hosts key type (RSA keys sign with SHA-2 algorithms too).
+_ALGORITHMS = {"ssh-rsa": ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")}
+
+
+def known_types_first(offered: Sequence[str], known: list[str]) -> tuple[str, ...]:
+    """paramiko's host key algorithms with those of the key types known_hosts holds for the host
+    first, as OpenSSH orders them: a host known by its RSA key is asked for that key, not greeted
+    as unknown because it also has an Ed25519 one. Where the server offers none of the known
+    types, the key it shows is refused as changed (:meth:`HostKeys._known`)."""
+    first = [alg for t in known for alg in _ALGORITHMS.get(t, (t,)) if alg in offered]
+    return tuple(dict.fromkeys([*first, *offered]))

@@ -12,7 +12,7 @@ from ferry.backends.sftp import limits
 from ferry.backends.sftp.connection import ChannelPool, Connection
 from ferry.backends.sftp.names import KnownNames
 from ferry.backends.sftp.remote_hash import HashBatcher
-from ferry.backends.sftp.shell import RemoteShell, detect_hash_tools
+from ferry.backends.sftp.shell import RemoteShell, detect_hash_tools, detect_plain_hash_tools
 from ferry.core.address import Address
 from ferry.core.errors import FerryError
 from ferry.credentials.ssh_config import SshTarget, apply_site, resolve
@@ -36,6 +36,12 @@ class Host:
         self.known_dirs: set[str] = set()  # folders seen to exist (saves ENOTDIR probes)
         self.names = KnownNames()
         self.site_streams: int | None = None  # a saved site's ``streams`` option
+        # Found on the way, said once: the server refuses writes at out-of-order offsets (parallel
+        # byte ranges), so big files go to it as one sequential stream.
+        self.sequential_writes = False
+        # Its exec channel runs commands without a POSIX shell (rclone serve sftp answers
+        # ``sha256sum PATH`` itself): one plain command per file, no scripts.
+        self.plain_commands = False
 
     def _logged_in(self) -> None:
         self.pool.renew()
@@ -61,8 +67,26 @@ class Host:
 
     def detect_hash_tools(self) -> None:
         tools = detect_hash_tools(self.shell)
+        if not tools:
+            plain = detect_plain_hash_tools(self.shell)
+            if plain:
+                self.plain_commands = True
+                self.hasher = HashBatcher(lambda command: self.shell.run(command), plain=True)
+                log.info("%s runs commands without a shell; checksums by %s", self.target.hostname, sorted(plain))
+                tools = plain
         if tools is not None:
             self.hash_tools = tools
+
+    def refuses_out_of_order(self) -> None:
+        """The server refused a write at an out-of-order offset: big files go to it as one
+        sequential stream from now on (said once per host)."""
+        if not self.sequential_writes:
+            self.sequential_writes = True
+            log.warning(
+                "%s refuses writes at out-of-order offsets (parallel streams): big files go to it as one "
+                "sequential stream from now on",
+                self.target.hostname,
+            )
 
     def remember_dir(self, path: str) -> None:
         if len(self.known_dirs) > 50_000:

@@ -49,13 +49,16 @@ they exist, so a paramiko that renamed them simply gets the ordinary path.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
 import threading
 import time
+import types
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 PARAMIKO = ">=5.1,<5.2"  # the paramiko versions this module was checked against (pyproject.toml pins the same)
@@ -77,6 +80,74 @@ CMD_STAT, CMD_RENAME = 17, 18
 CMD_STATUS, CMD_HANDLE, CMD_DATA, CMD_NAME, CMD_ATTRS = 101, 102, 103, 104, 105
 CMD_EXTENDED = 200
 FLAG_READ, FLAG_WRITE, FLAG_CREATE, FLAG_TRUNC = 0x01, 0x02, 0x08, 0x10
+
+
+CMD_EXTENDED_REPLY = 201
+# SFTP v3 status codes (draft-ietf-secsh-filexfer-02 section 7).
+FX_OK, FX_EOF, FX_NO_SUCH_FILE, FX_PERMISSION_DENIED, FX_FAILURE = 0, 1, 2, 3, 4
+FX_NO_CONNECTION, FX_CONNECTION_LOST, FX_OP_UNSUPPORTED = 6, 7, 8
+
+
+class StatusError(OSError):
+    """An SFTP status reply that is an error other than "no such file" and "permission denied"
+    (those stay paramiko's ``OSError`` with ``ENOENT``/``EACCES``): ``code`` is the ``FX_*``
+    number the server sent. paramiko turns all of them into one ``IOError(text)``, so a full
+    disk, a read-only folder and a server refusing a write looked alike (SFTP v3 sends
+    ``FX_FAILURE`` for ENOSPC, EDQUOT and EROFS, OpenSSH's sftp-server too)."""
+
+    def __init__(self, code: int, text: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def _convert_status(client: Any, msg: Any) -> None:
+    """paramiko's ``SFTPClient._convert_status``, with :class:`StatusError` for the codes it
+    folds into a bare ``IOError``."""
+    code = msg.get_int()
+    text = msg.get_text()
+    if code == FX_OK:
+        return
+    if code == FX_EOF:
+        raise EOFError(text)
+    if code == FX_NO_SUCH_FILE:
+        raise OSError(errno.ENOENT, text)
+    if code == FX_PERMISSION_DENIED:
+        raise OSError(errno.EACCES, text)
+    raise StatusError(code, text)
+
+
+@dataclass(frozen=True)
+class StatVfs:
+    """A ``statvfs@openssh.com`` reply (the fields of POSIX ``statvfs``)."""
+
+    frsize: int
+    blocks: int
+    bavail: int
+    flag: int
+
+    @property
+    def free(self) -> int:
+        """Bytes the login user may still write."""
+        return self.bavail * self.frsize
+
+    @property
+    def read_only(self) -> bool:
+        return bool(self.flag & 0x1)  # SSH_FXE_STATVFS_ST_RDONLY
+
+
+def statvfs(client: Any, path: bytes) -> StatVfs | None:
+    """``statvfs@openssh.com`` of the file system holding ``path`` (paramiko has no call for
+    it); None where the server does not offer the extension or cannot answer."""
+    try:
+        t, msg = request(client, CMD_EXTENDED, "statvfs@openssh.com", path)
+    except (OSError, EOFError):
+        return None
+    if t != CMD_EXTENDED_REPLY:
+        return None
+    _bsize, frsize, blocks, _bfree, bavail, _files, _ffree, _favail, _fsid, flag, _namemax = (
+        msg.get_int64() for _ in range(11)
+    )
+    return StatVfs(frsize, blocks, bavail, flag)
 
 
 def request(client: Any, kind: int, *args: Any) -> tuple[int, Any]:
@@ -693,7 +764,9 @@ def open_sftp(transport: Any, window_size: int, max_packet_size: int) -> Any:
     if enabled():
         chan.in_buffer = ChunkPipe()
     chan.invoke_subsystem("sftp")
-    return paramiko.SFTPClient(chan)
+    client = paramiko.SFTPClient(chan)
+    client._convert_status = types.MethodType(_convert_status, client)  # type: ignore[attr-defined]  # typed codes
+    return client
 
 
 def pipe_of(client: Any) -> ChunkPipe | None:

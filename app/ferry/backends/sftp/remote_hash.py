@@ -48,10 +48,31 @@ class _Request:
     error: BaseException | None = None
 
 
+def plain_argument(path: str) -> bytes:
+    """``path`` as a server without a shell reads one argument (rclone serve sftp: the rest of
+    the command line, with ``\\x`` for ``x`` and ``'\\n'`` for a newline): every ASCII character
+    but letters, digits and ``/._-`` escaped; other bytes go as they are."""
+    out = bytearray()
+    for byte in path.encode("utf-8", "surrogateescape"):
+        if byte == 0x0A:
+            out += b"'\n'"
+        elif byte < 0x80 and not (chr(byte).isalnum() or chr(byte) in "/._-"):
+            out += b"\\" + bytes([byte])
+        else:
+            out.append(byte)
+    return bytes(out)
+
+
 class HashBatcher:
-    def __init__(self, run: Runner, shell: Callable[[bytes], tuple[int, bytes]] | None = None) -> None:
+    """Hashes asked for while a batch runs go in the next one. ``plain``: the server runs
+    commands without a shell (see :func:`plain_argument`), so each file is one command."""
+
+    def __init__(
+        self, run: Runner, shell: Callable[[bytes], tuple[int, bytes]] | None = None, *, plain: bool = False
+    ) -> None:
         self._run = run
         self._shell = shell
+        self._plain = plain
         self._lock = threading.Lock()
         self._pending: list[_Request] = []
         self._running = False
@@ -88,7 +109,24 @@ class HashBatcher:
                 self._pending = rest
             self._run_batch(tool, batch)
 
+    def _run_plain(self, tool: str, batch: list[_Request]) -> None:
+        for r in batch:
+            try:
+                rc, out, _err = self._run(tool.encode() + b" " + plain_argument(r.path))
+                words = out.split()
+                if rc == 0 and words:
+                    r.digest = words[0].decode("ascii", "replace")
+                else:
+                    r.problem = f"the server's {tool} failed (exit {rc})"
+            except BaseException as exc:
+                r.error = exc
+            finally:
+                r.done.set()
+
     def _run_batch(self, tool: str, batch: list[_Request]) -> None:
+        if self._plain:
+            self._run_plain(tool, batch)
+            return
         args = " ".join(shlex.quote(r.path) for r in batch)
         try:
             # Fast path: one process for the whole batch. GNU tools print one line per file in

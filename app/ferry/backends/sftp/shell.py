@@ -22,6 +22,7 @@ _EMPTY_DIGESTS = {  # of zero bytes: proves a remote openssl computes the right 
     "sha1": "da39a3ee5e6b4b0d3255bfef95601890afd80709",
     "md5": "d41d8cd98f00b204e9800998ecf8427e",
 }
+_EMPTY_BLAKE3 = "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262"
 
 Stdin = bytes | Sequence[bytes | memoryview] | Iterator[Sequence[bytes | memoryview]]
 
@@ -175,4 +176,24 @@ def detect_hash_tools(shell: RemoteShell) -> dict[str, str] | None:
         name = f"openssl-{algo}"
         if name in words and words.index(name) + 1 < len(words) and words[words.index(name) + 1] == empty:
             tools[algo] = f"openssl dgst -{algo} -r"
+    return tools
+
+
+def detect_plain_hash_tools(shell: RemoteShell) -> dict[str, str]:
+    """Checksum tools a server answers without a POSIX shell: each tool run bare, its empty
+    input must give the known digest of nothing. ``rclone serve sftp`` answers ``sha256sum``,
+    ``sha1sum``, ``md5sum`` and ``b3sum`` itself this way (its exec channel runs no shell, so the
+    probe in :func:`detect_hash_tools` finds nothing). An sftp-only account (``ForceCommand
+    internal-sftp``) runs the SFTP server instead, which ends at the empty input: nothing found,
+    nothing hangs."""
+    empty = {**_EMPTY_DIGESTS, "blake3": _EMPTY_BLAKE3}
+    tools: dict[str, str] = {}
+    for algo, tool in HASH_TOOLS.items():
+        try:
+            rc, out, _err = shell.run(tool, timeout=30, stdin=b"")
+        except FerryError:
+            continue
+        words = out.split()
+        if rc == 0 and words[:1] == [empty[algo].encode()]:
+            tools[algo] = tool
     return tools

@@ -41,7 +41,7 @@ from typing import Any, Protocol, cast
 from ferry.backends.base import Capabilities, Writer, temp_name
 from ferry.backends.sftp import limits
 from ferry.backends.sftp import paramiko_adapter as adapter
-from ferry.backends.sftp.errors import map_error
+from ferry.backends.sftp.errors import is_failure, map_error, over_quota, refused_write
 from ferry.backends.sftp.host import OnHost
 from ferry.backends.sftp.parallel_write import ParallelRangeWriter, safe_resume_offset
 from ferry.backends.sftp.protocol import read_back_replies, setstat_then, wire
@@ -138,6 +138,8 @@ class SFTPWriter(Writer):
     _follow: FollowingHash | None = None
     _sender: Sender | None = None
     _ranges: ParallelRangeWriter | None = None
+    _parallel_used = False  # this file's bytes went out as parallel byte ranges (or began to)
+    _discard = False  # the partial file goes even on an abort that would keep it (see _failed)
     evidence = (Evidence.HOST_TOOL,)  # finish() returns the host's own sha256sum/b3sum of the file
 
     def __init__(
@@ -162,7 +164,17 @@ class SFTPWriter(Writer):
         self._client = client
         self._closed = False
         try:
-            self._f = self._open(client, resume, readback is not None)
+            try:
+                self._f = self._open(client, resume, readback is not None)
+            except adapter.StatusError as exc:
+                if not (resume and is_failure(exc)):
+                    raise
+                # Servers that write only sequentially (rclone serve sftp without a VFS cache)
+                # refuse to open an existing file for writing without truncating it: such a
+                # partial file cannot be resumed, so it is written again from its first byte.
+                log.info("%s: the partial file cannot be reopened to resume; writing it again", self.temp_path)
+                self.offset = 0
+                self._f = self._open(client, False, readback is not None)
             if resume and size is not None and size >= limits.PARALLEL_MIN and 0 < self.offset <= size:
                 # Parallel streams (this run's or an earlier one's) may have left holes near the
                 # end of the partial file: resume only below where none can be.
@@ -184,8 +196,45 @@ class SFTPWriter(Writer):
             if self._ranges is None and size is not None and size - self.offset >= limits.SEND_THREAD_MIN:
                 self._sender = Sender(self._send)
         except BaseException as exc:
+            err = self._failed(exc) if isinstance(exc, Exception) else exc
+            if self._discard:
+                self._remove_partial()
             self._cm.__exit__(type(exc), exc, None)
-            raise map_error(exc, final_path) from exc
+            raise err from exc
+
+    def _failed(self, exc: BaseException) -> FerryError:
+        """A failed OPEN or WRITE as Ferry's error. SFTP's reasonless "Failure" status is asked
+        about (``statvfs@openssh.com``): a read-only folder and a full disk are permanent, a full
+        one pausing the job. To a server with space that takes writes, a Failure while this file
+        went out as parallel byte ranges means it refuses writes at out-of-order offsets (``rclone
+        serve sftp`` with its defaults, several appliances): the host gets one sequential stream
+        from now on and the file is sent again (a retriable error). In every such case the
+        partial file is removed at the abort: nothing is left behind by the thousand."""
+        if not is_failure(exc):
+            return map_error(exc, self.final_path)
+        self._discard = True
+        try:
+            self._stop_sender(discard=True)  # the streams are done with the channels first
+        except FerryError:
+            pass
+        shown = self.backend.display(self.final_path)
+        err = refused_write(self._client, exc, posixpath.dirname(self.final_path), shown)
+        if err is not None:
+            return err
+        if self._parallel_used:
+            self.backend._host.refuses_out_of_order()
+            return Transient(
+                f"{self.backend._host.target.hostname} refused a write at an out-of-order offset; "
+                f"{shown} is sent again as one sequential stream",
+                detail=f"SFTP status {getattr(exc, 'code', '?')}: {exc}",
+            )
+        return over_quota(exc, shown)
+
+    def _remove_partial(self) -> None:
+        try:
+            self._client.remove(wire(self.temp_path))
+        except Exception as exc:  # the file's error is what the person must see
+            log.info("could not remove the partial file %s: %s", self.temp_path, exc)
 
     def _open(self, client: Any, resume: bool, readable: bool) -> Any:
         """OPEN the partial file (readable too when verifying: a small file is read back on this
@@ -219,7 +268,7 @@ class SFTPWriter(Writer):
 
     def _start_follower(self, algo: str) -> None:
         tool = self.backend._host.hash_tools.get(algo)
-        if tool is None:
+        if tool is None or self.backend._host.plain_commands:  # the follower is a sh script
             return
         started = self.backend._host.shell.exec_nowait(follow_command(self.temp_path, tool))
         if started is not None:
@@ -230,6 +279,8 @@ class SFTPWriter(Writer):
         """Big files: parallel byte-range streams on channels that are free right now."""
         host = self.backend._host
         streams = host.streams(up=True)
+        if host.sequential_writes:  # the server refuses writes at out-of-order offsets
+            return
         extra = (
             [c for c in (host.pool.borrow_nowait() for _ in range(streams - 1)) if c is not None] if streams > 1 else []
         )
@@ -248,6 +299,7 @@ class SFTPWriter(Writer):
                 self._follow.advance(n)
 
         self._extra = extra
+        self._parallel_used = True
         self._ranges = ParallelRangeWriter(
             [client, *extra],
             [self._handle, *[None] * len(extra)],
@@ -262,39 +314,35 @@ class SFTPWriter(Writer):
         )
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if self._ranges is not None:
-            try:
+        try:
+            if self._ranges is not None:
                 self._ranges.put(data)
-            except Exception as exc:
-                raise map_error(exc, self.final_path) from exc
-            self._written += len(memoryview(data).cast("B"))
-            return
-        if self._sender is not None:
-            try:
+                self._written += len(memoryview(data).cast("B"))
+            elif self._sender is not None:
                 self._sender.put(data)
-            except Exception as exc:
-                raise map_error(exc, self.final_path) from exc
-            return
-        self._send(data)
+            else:
+                self._send(data)
+        except FerryError:
+            raise
+        except Exception as exc:
+            raise self._failed(exc) from exc
 
     def _send(self, data: bytes | bytearray | memoryview) -> None:
+        """(raises the channel's own exceptions: it may run on the Sender's thread)"""
         view = memoryview(data).cast("B")
         client, step, pending = self._client, self._step, self._pending
         pos = self.offset + self._written
-        try:
-            for start in range(0, len(view), step):
-                piece = view[start : start + step]
-                num = adapter.send_write(client, self._handle, pos, piece)
-                pos += len(piece)
-                self._written += len(piece)
-                pending.append((num, pos))
-            # Replies already here are read now, and the oldest once too many are out.
-            while pending and (len(pending) > limits.WRITE_DEPTH or client.sock.recv_ready()):
-                self._ack()
-            if self._follow is not None:
-                self._follow.advance(self.acknowledged)
-        except Exception as exc:
-            raise map_error(exc, self.final_path) from exc
+        for start in range(0, len(view), step):
+            piece = view[start : start + step]
+            num = adapter.send_write(client, self._handle, pos, piece)
+            pos += len(piece)
+            self._written += len(piece)
+            pending.append((num, pos))
+        # Replies already here are read now, and the oldest once too many are out.
+        while pending and (len(pending) > limits.WRITE_DEPTH or client.sock.recv_ready()):
+            self._ack()
+        if self._follow is not None:
+            self._follow.advance(self.acknowledged)
 
     def _ack(self) -> None:
         """Read the oldest WRITE's reply; after a failure every other reply is read too (the
@@ -364,7 +412,7 @@ class SFTPWriter(Writer):
             except Exception as exc:
                 failure = failure or exc
             if failure is not None:
-                raise map_error(failure, self.final_path) from failure
+                raise self._failed(failure) from failure
 
     def _stop_sender(self, *, discard: bool) -> None:
         """Wait for the sender thread to send what it holds (or drop it, ``discard``); its
@@ -374,7 +422,7 @@ class SFTPWriter(Writer):
             try:
                 sender.close(discard=discard)
             except Exception as exc:
-                raise map_error(exc, self.final_path) from exc
+                raise self._failed(exc) from exc
         ranges, self._ranges = self._ranges, None
         if ranges is not None:
             ok = False
@@ -383,7 +431,7 @@ class SFTPWriter(Writer):
                 self.acknowledged = ranges.acknowledged
                 ok = not discard
             except Exception as exc:
-                raise map_error(exc, self.final_path) from exc
+                raise self._failed(exc) from exc
             finally:
                 for c in self._extra:
                     self.backend._host.pool.give_back(c, ok and not any(ranges.handles_open[1:]))
@@ -400,7 +448,7 @@ class SFTPWriter(Writer):
             try:
                 digest = self._read_back(self._readback)
             except Exception as exc:
-                raise map_error(exc, self.final_path) from exc
+                raise self._failed(exc) from exc
             self._close_file()
             return digest
         try:
@@ -474,7 +522,7 @@ class SFTPWriter(Writer):
                 self._close_file()
             except FerryError:
                 pass
-            if not keep_partial:
+            if not keep_partial or self._discard:
                 try:
                     self._channel().remove(wire(self.temp_path))
                 except Exception:
@@ -530,9 +578,12 @@ class SmallFileWriter(SFTPWriter):
                 raise OSError(f"Expected a file handle for {self.temp_path}")
             self._handle: bytes = msg.get_binary()
         except BaseException as exc:
+            err = self._failed(exc) if isinstance(exc, Exception) else exc
+            if self._discard:
+                self._remove_partial()
             self._cm.__exit__(type(exc), exc, None)
             self._cm = None
-            raise map_error(exc, final_path) from exc
+            raise err from exc
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
@@ -576,14 +627,14 @@ class SmallFileWriter(SFTPWriter):
         try:
             return self._flight(self._readback is not None)
         except Exception as exc:
-            raise map_error(exc, self.final_path) from exc
+            raise self._failed(exc) from exc
 
     def _close_file(self) -> None:
         if not self._closed:
             try:
                 self._flight(False)
             except Exception as exc:
-                raise map_error(exc, self.final_path) from exc
+                raise self._failed(exc) from exc
 
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
         try:
