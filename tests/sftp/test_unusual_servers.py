@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from helpers import Ferry, describe, file_events, partials, result_event, sha256
 from sftp.conformance_site import sftp_backend
 from sftp.rclone_sftp import RcloneSftp
 from sftp.test_resilience import alias_block, known_line
-from sshd import SshServer
+from sshd import SshServer, login_account
 
 
 def ferry_with(tmp_path: Path, config: str, known: str) -> Ferry:
@@ -244,3 +246,57 @@ def test_host_key_of_another_type_is_changed_and_refused(sshd: SshServer, tmp_pa
     assert asked.asked == []
     assert "CHANGED" in str(caught.value) and "ecdsa-sha2-nistp256" in str(caught.value)
     assert caught.value.kind == "host-key"
+
+
+# ---- sftp-only accounts: ForceCommand internal-sftp with ChrootDirectory ----
+
+
+@pytest.fixture
+def jail(sshd_factory: Callable[..., SshServer]) -> Iterator[tuple[SshServer, Path]]:
+    """An sshd whose login user is an sftp-only account locked in a chroot (``/data`` inside it is
+    the user's). sshd wants every component of the chroot's path root-owned and writable by no
+    one else, which rules out /tmp: the jail is made under /run."""
+    if os.geteuid() != 0:
+        pytest.skip("ChrootDirectory needs a root-run sshd (CI runs as root); ForceCommand alone is tested elsewhere")
+    root = Path(tempfile.mkdtemp(prefix="ferry-chroot-", dir="/run"))
+    root.chmod(0o755)
+    data = root / "data"
+    data.mkdir()
+    try:
+        match = [f"Match User {login_account().pw_name}", f"  ChrootDirectory {root}", "  ForceCommand internal-sftp"]
+        server = sshd_factory(extra_config=match)
+        server.chown(data)
+        yield server, data
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_chrooted_sftp_only_account(jail: tuple[SshServer, Path], tmp_path: Path) -> None:
+    """No shell and no commands in a chroot: finding hash tools neither hangs nor fails; files up
+    to 64 KiB are read back over SFTP and hashed here (they were recorded as size only), bigger
+    ones are recorded as size only with the reason; downloads are checked locally as anywhere."""
+    server, data = jail
+    ferry = ferry_with(tmp_path, alias_block(server, "jail"), known_line(server))
+    src = tmp_path / "src"
+    src.mkdir()
+    want = {f"s{i}.txt": write_random(src / f"s{i}.txt", 1000 + i) for i in range(4)}
+    want["big.bin"] = write_random(src / "big.bin", 300_000)
+    res = ferry("cp", "-r", "--json", src, "jail:/data/", timeout=120)
+    assert res.returncode == 0, describe(res)
+    events = {k.rsplit("/", 1)[-1]: e for k, e in file_events(res.stdout).items() if e.get("kind", "file") == "file"}
+    for name in want:
+        assert sha256_file(data / "src" / name) == want[name]
+        e = events[name]
+        if name == "big.bin":
+            assert e["level"] == "size", e
+            assert e["verified"] == "size only (the server has no sha256sum to check sha256)", e
+        else:
+            assert e["level"] == "checksum" and e["evidence"] == ["read-back"], e
+    assert result_event(res.stdout)["size_only"] == 1
+    assert not partials(data)
+    back = tmp_path / "back"
+    res = ferry("cp", "-r", "--json", "jail:/data/src", back, timeout=120)
+    assert res.returncode == 0, describe(res)
+    assert {n: sha256_file(back / n) for n in want} == want
+    res = ferry("hash", "jail:/data/src/big.bin")
+    assert res.returncode != 0 and "cannot compute sha256" in res.stderr, describe(res)
