@@ -3,6 +3,11 @@
 Workers call :meth:`Accounting.add_bytes` per chunk (a lock and two additions); the CLI renders
 and the GUI repaints from :meth:`Accounting.snapshot` on a timer, never once per chunk. A retry
 rewinds its bytes, so bars can move back: progress that never lies.
+
+Per job, the counters also know the bytes *in flight*: written by files still running, and left in
+partial files by files that stopped to resume later (pause, shutdown). A job's row adds them to
+the bytes of its finished files, so one big file does not read 0 % until it completes, and a
+paused job shows what its partial files already hold.
 """
 
 from __future__ import annotations
@@ -56,15 +61,70 @@ class Accounting:
         self.active = 0
         self._start = time.monotonic()
         self._samples: deque[tuple[float, int]] = deque()
+        # task id → (job id, bytes): files running, or stopped with their partial file kept
+        self._flight: dict[int, tuple[int, int]] = {}
+        self._moved: dict[int, int] = {}  # job id → bytes its files moved in this run (its speed)
 
     def add_total(self, files: int, size: int) -> None:
         with self._lock:
             self.files_total += files
             self.bytes_total += size
 
-    def add_bytes(self, n: int) -> None:
+    def add_bytes(self, n: int, job: int | None = None, task: int | None = None) -> None:
+        """``n`` bytes moved; with ``job`` and ``task``, by that file (counted in flight until
+        :meth:`settle`)."""
         with self._lock:
             self.bytes_done += n
+            if task is not None and job is not None:
+                _, had = self._flight.get(task, (job, 0))
+                self._flight[task] = (job, had + n)
+                self._moved[job] = self._moved.get(job, 0) + n
+
+    def begin(self, job: int, task: int) -> None:
+        """A file starts an attempt: what it had in flight is counted again from here."""
+        with self._lock:
+            self._flight[task] = (job, 0)
+
+    def add_resumed(self, n: int, job: int, task: int) -> None:
+        """A file resumes from a partial file of ``n`` bytes: counted as done and in flight, but
+        not as speed (those bytes moved before)."""
+        with self._lock:
+            self.bytes_done += n
+            _, had = self._flight.get(task, (job, 0))
+            self._flight[task] = (job, had + n)
+            self._samples = deque((t, b + n) for t, b in self._samples)
+
+    def settle(self, task: int, *, kept: bool = False) -> None:
+        """The store has recorded how a file's attempt ended: finished or failed (its bytes, if
+        any, are the store's to count now), or back in the queue with its partial file ``kept``
+        (its bytes stay in flight until the file runs again or the job is let go)."""
+        with self._lock:
+            if not kept:
+                self._flight.pop(task, None)
+
+    def job_partial_bytes(self, job: int) -> int:
+        """Bytes of ``job`` in flight: in its running files and the partial files it kept."""
+        return self.partial_bytes().get(job, 0)
+
+    def partial_bytes(self) -> dict[int, int]:
+        """Bytes in flight by job (see :meth:`job_partial_bytes`)."""
+        out: dict[int, int] = {}
+        with self._lock:
+            for job, n in self._flight.values():
+                out[job] = out.get(job, 0) + max(0, n)
+        return out
+
+    def moved_bytes(self) -> dict[int, int]:
+        """Bytes each job's files have moved in this run so far (a job's speed is its change;
+        resumed partial files and skipped files are not in it)."""
+        with self._lock:
+            return dict(self._moved)
+
+    def forget_job(self, job: int) -> None:
+        """The run let go of ``job``: a later run counts its partial files again as it resumes them."""
+        with self._lock:
+            self._flight = {t: v for t, v in self._flight.items() if v[0] != job}
+            self._moved.pop(job, None)
 
     def file_finished(self, state: str, size_if_skipped: int = 0) -> None:
         with self._lock:

@@ -467,18 +467,27 @@ def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: 
 
 
 class _Progress:
-    """Bytes this attempt has counted, so a failed attempt rewinds them rather than lies."""
+    """Bytes this attempt has counted, so a failed attempt rewinds them rather than lies. They
+    are also the file's bytes in flight for its job's row (until the scheduler settles it)."""
 
-    __slots__ = ("_accounting", "counted")
+    __slots__ = ("_accounting", "_job", "_task", "counted")
 
-    def __init__(self, accounting: Accounting) -> None:
-        self._accounting, self.counted = accounting, 0
+    def __init__(self, accounting: Accounting, job: int, task: int) -> None:
+        self._accounting, self._job, self._task, self.counted = accounting, job, task, 0
+        accounting.begin(job, task)
 
     def __call__(self, n: int) -> None:
         self.counted += n
-        self._accounting.add_bytes(n)
+        self._accounting.add_bytes(n, self._job, self._task)
+
+    def resumed(self, n: int) -> None:
+        """The partial file's ``n`` bytes, already there: in flight, but not speed."""
+        if n:
+            self.counted += n
+            self._accounting.add_resumed(n, self._job, self._task)
 
     def rewind(self) -> None:
+        # The run's total only: what the file holds in flight is settled with its result.
         self._accounting.add_bytes(-self.counted)
 
 
@@ -504,7 +513,7 @@ def _transfer(
     if writer.offset > size:  # a partial longer than the source: the source changed; start over
         writer.abort(keep_partial=False)
         writer = _open_writer(ctx, dst, source, str(task.id), False, readback)
-    progress = _Progress(ctx.accounting)
+    progress = _Progress(ctx.accounting, task.job_id, task.id)
     try:
         with writer:
             if opts.preserve_mtime:
@@ -526,7 +535,7 @@ def _transfer(
 def _server_side(
     copier: ServerCopier, ctx: CopyContext, source: Entry, writer: Writer, progress: _Progress, cancel: CancelToken
 ) -> _Streamed:
-    progress(writer.offset)
+    progress.resumed(writer.offset)
     before = progress.counted
     copier.server_copy(source.path, writer, _limited(progress, ctx, cancel), cancel)
     return _Streamed(writer.offset + progress.counted - before)
@@ -554,8 +563,7 @@ def _streamed(ctx: CopyContext, source: Entry, writer: Writer, progress: _Progre
     view = memoryview(bytearray(min(chunk, max(SMALL_BUFFER, (source.size or 0) - start + 1))))
     if start and (hasher is not None or not ctx.src.capabilities.range_read):
         _read_prefix(ctx, source, writer, hasher, view[:chunk], cancel)
-    if start:
-        progress(start)
+    progress.resumed(start)
     copied = start + _stream_body(ctx, source, writer, hasher, view, chunk, progress, cancel)
     return _Streamed(copied, hasher.hexdigest() if hasher is not None else None, check)
 

@@ -24,7 +24,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Container
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -64,6 +64,7 @@ TICK = 0.1
 IDLE_WAIT = 0.02  # the longest the coordinator waits for a result before looking at the store again
 BATCH_GAP = 0.02  # while results stream in, the least time between two writes of them (as the old tick)
 POLL_JOBS = 0.5
+PARTIAL_BYTES_KEY = "partial_bytes"  # job value: bytes in flight when last saved (see _record_partials)
 FIRST_PLAN_BATCH = 16  # tasks in the planner's first insert; each next one is 4x bigger up to plan_batch
 HEARTBEAT = 5.0
 DEFAULT_PATIENCE = 3600.0  # seconds a queue run keeps retrying transient failures (a night's outage)
@@ -237,6 +238,7 @@ class Runner:
             if now - last_beat >= HEARTBEAT:
                 last_beat = now
                 self.store.heartbeat(self._runs, self.runner)
+                self._record_partials(self._runs)
             buffered = self._feed(buffered)
             self._collect(TICK)
             if self.tuner is not None:
@@ -608,8 +610,20 @@ class Runner:
             error_kind=error_kind,
             error_action=error_action,
         )
+        self._record_partials([job_id], finished=state in ("done", "failed", "cancelled"))
         self._summary.jobs[job_id] = state
         self.listener.job_changed(job_id, state, message)
+
+    def _record_partials(self, job_ids: Iterable[int], *, finished: bool = False) -> None:
+        """Save the bytes in flight of jobs (in running files, and in the partial files stopped
+        ones kept) for any process's view of the queue: the window adds them to the finished
+        files' bytes, so a paused or remotely run job does not read 0 % until a file completes."""
+        flight = self.accounting.partial_bytes()
+        for job_id in list(job_ids):
+            n = None if finished else flight.get(job_id, 0)
+            self.store.set_job_value(job_id, PARTIAL_BYTES_KEY, str(n) if n else None)
+            if finished or job_id not in self._runs:
+                self.accounting.forget_job(job_id)
 
     def _remove_partials(self, run: _JobRun) -> None:
         for task in self.store.tasks(run.job.id, states=("queued", "running"), kinds=("file",)):
@@ -709,6 +723,8 @@ class Runner:
             item.run.inflight -= 1
         self.store.finish_tasks(results)
         self._last_write = time.monotonic()
+        for item, res in zip(items, results, strict=True):  # the store counts them from now on
+            self.accounting.settle(item.task.id, kept=res.state == "queued" and item.run.dst.capabilities.resume_write)
 
     def _result(self, item: _Done) -> TaskResult:
         run, task = item.run, item.task

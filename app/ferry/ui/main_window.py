@@ -12,9 +12,13 @@ transfers are queued jobs run by :class:`~ferry.ui.queue_service.QueueService`, 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from enum import StrEnum
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -28,6 +32,7 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QMessageBox,
     QProgressBar,
+    QPushButton,
     QSplitter,
     QSystemTrayIcon,
     QWidget,
@@ -49,7 +54,7 @@ from ferry.ui.keep_awake import KeepAwake
 from ferry.ui.pane import Pane
 from ferry.ui.queue_model import QueueModel
 from ferry.ui.queue_panel import QueuePanel
-from ferry.ui.queue_service import QueuePoller, QueueService, QueueSnapshot, SharedPool
+from ferry.ui.queue_service import QueuePoller, QueueService, QueueSnapshot, SharedPool, start_background_runner
 from ferry.ui.settings import TransferSettings, load_transfer_settings, save_transfer_settings, settings
 from ferry.ui.sites_menu import Place
 from ferry.ui.transfer_requests import TransferRequests
@@ -57,6 +62,49 @@ from ferry.ui.watch_service import WatchManager
 
 T = TypeVar("T")
 LONG_JOB = 10.0  # seconds: jobs longer than this are announced in the notification area
+log = logging.getLogger(__name__)
+
+
+class QuitChoice(StrEnum):
+    """What happens to unfinished transfers when the window quits (see :meth:`MainWindow.ask_quit`)."""
+
+    BACKGROUND = "background"  # a headless 'ferry queue run' carries on (Enter: loses nothing)
+    PAUSE = "pause"
+    CANCEL = "cancel"
+    STAY = "stay"  # do not quit (Escape)
+
+
+def quit_dialog(parent: QWidget, count: int) -> tuple[QMessageBox, dict[QuitChoice, QPushButton]]:
+    """The question asked when the window quits with ``count`` unfinished jobs.
+
+    Enter keeps the transfers running in the background: of the answers that quit, it is the
+    one that loses nothing (the data still arrives, verified, as if the window had stayed
+    open) and the one that does what the person was waiting for. Escape does not quit.
+    """
+    box = QMessageBox(parent)
+    box.setObjectName("quitDialog")
+    box.setIcon(QMessageBox.Icon.Question)
+    box.setWindowTitle("Quit Ferry")
+    jobs = "1 transfer is" if count == 1 else f"{count:,} transfers are"
+    box.setText(f"{jobs} not finished. What should happen to them?")
+    box.setInformativeText(
+        "Keep running: a background 'ferry queue run' finishes them without the window, and "
+        "exits when the queue is empty. Pause: they wait, partial files kept, until you resume "
+        "them. Cancel: partial files are removed; finished files stay."
+    )
+    buttons: dict[QuitChoice, QPushButton] = {
+        QuitChoice.BACKGROUND: box.addButton("&Keep running in the background", QMessageBox.ButtonRole.AcceptRole),
+        QuitChoice.PAUSE: box.addButton("&Pause them", QMessageBox.ButtonRole.DestructiveRole),
+        QuitChoice.CANCEL: box.addButton("Ca&ncel them", QMessageBox.ButtonRole.DestructiveRole),
+        QuitChoice.STAY: box.addButton("&Don't quit", QMessageBox.ButtonRole.RejectRole),
+    }
+    for choice, button in buttons.items():
+        button.setObjectName(f"quit-{choice.value}")
+    keep = buttons[QuitChoice.BACKGROUND]
+    box.setDefaultButton(keep)
+    box.setEscapeButton(buttons[QuitChoice.STAY])
+    keep.setFocus()
+    return box, buttons
 
 
 class _TabSwitch(QObject):
@@ -96,6 +144,7 @@ class MainWindow(QMainWindow):
         self.pool = SharedPool()
         self.transfer_settings: TransferSettings = load_transfer_settings()
         self._closed = False
+        self.background_runner: subprocess.Popen[bytes] | None = None  # started on quit, if asked
         self._job_started: dict[int, float] = {}
         self._last_snapshot: QueueSnapshot | None = None
 
@@ -176,6 +225,7 @@ class MainWindow(QMainWindow):
         self.poller = QueuePoller(store_path, self.bridge.post, self._apply_snapshot)
         self.poller.on_thread_start = background_priority
         self.poller.expanded = self.queue_model.wanted
+        self.poller.live = self.service.accounting  # bytes in flight of the jobs this window runs
         self.queue_model.fetch_requested = self.poller.poke
         self.poller.start()
         if start_queue:
@@ -385,18 +435,22 @@ class MainWindow(QMainWindow):
         self._last_snapshot = snap
         self.queue_model.apply(snap)
         self.queue_panel.refresh_buttons()
-        live = self.service.snapshot()
         active = [j for j in snap.jobs if j.state == "running"]
         if active and self.transfer_settings.keep_awake:
             self.keep_awake.hold()
         else:
             self.keep_awake.release()
-        if live is not None and active:
+        if active:
+            # The sum of the running rows: the status bar and the rows always agree.
+            total = sum(j.bytes_total for j in active)
+            fraction = min(1.0, sum(j.bytes_done for j in active) / total) if total else 0.0
+            speed = sum(j.speed for j in active)
+            files = f"{sum(j.files_done for j in active):,}/{sum(j.files_total for j in active):,} files"
             self.progress.show()
-            self.progress.setValue(int(live.fraction * 1000))
-            self.progress.setFormat(f"{live.fraction * 100:.0f}%")
-            self.speed_label.setText(f"{format_rate(live.speed)} · {live.files_done:,}/{live.files_total:,} files")
-            self.setWindowTitle(f"Ferry — {live.fraction * 100:.0f}% of {len(active)} job(s)")
+            self.progress.setValue(int(fraction * 1000))
+            self.progress.setFormat(f"{fraction * 100:.0f}%")
+            self.speed_label.setText(f"{format_rate(speed)} · {files}")
+            self.setWindowTitle(f"Ferry — {fraction * 100:.0f}% of {len(active)} job(s)")
         else:
             self.progress.hide()
             failed = sum(1 for j in snap.jobs if j.state == "failed")
@@ -556,12 +610,59 @@ class MainWindow(QMainWindow):
             s.setValue(f"panes/{key}/hidden", pane.hidden_btn.isChecked())
         s.sync()
 
+    # ------------------------------------------------------------ quitting
+    def unfinished_jobs(self) -> list[int]:
+        """Jobs this window's runner would still run (queued or running; folder watches stop with
+        the window and are not asked about)."""
+        from ferry.transfers.store import Store
+
+        store = Store(self.store_path)
+        try:
+            return [j.id for j in store.jobs(("queued", "running")) if j.id not in self.watches.skip]
+        finally:
+            store.close()
+
+    def ask_quit(self, count: int) -> QuitChoice:
+        box, buttons = quit_dialog(self, count)
+        box.exec()
+        clicked = box.clickedButton()
+        return next((c for c, b in buttons.items() if b is clicked), QuitChoice.STAY)
+
     def closeEvent(self, event: QCloseEvent) -> None:
-        self.shutdown()
+        if not self._closed:
+            pending = self.unfinished_jobs()
+            choice = self.ask_quit(len(pending)) if pending else None
+            if choice is QuitChoice.STAY:
+                event.ignore()
+                return
+            self.shutdown(choice, pending)
         super().closeEvent(event)
 
-    def shutdown(self) -> None:
-        """Stop the queue (files in flight resume next time), join workers, close connections."""
+    def _after_stop(self, choice: QuitChoice | None, job_ids: list[int]) -> None:
+        """With the window's runner stopped (its jobs back in the queue, partial files kept), do
+        what the person chose for them."""
+        from ferry.transfers import control
+        from ferry.transfers.store import Store
+
+        if choice is None or not job_ids:
+            return
+        if choice is QuitChoice.BACKGROUND:
+            proc, log_path = start_background_runner(self.store_path, self.transfer_settings.run_config())
+            self.background_runner = proc
+            sys.stderr.write(f"ferry: transfers continue in the background (pid {proc.pid}, log {log_path})\n")
+            return
+        store = Store(self.store_path)
+        try:
+            if choice is QuitChoice.PAUSE:
+                control.pause(store, job_ids)
+            elif choice is QuitChoice.CANCEL:
+                control.cancel(store, job_ids, self.pool)
+        finally:
+            store.close()
+
+    def shutdown(self, choice: QuitChoice | None = None, job_ids: list[int] | None = None) -> None:
+        """Stop the queue (files in flight resume next time), join workers, close connections;
+        then do what :meth:`ask_quit` answered for the unfinished jobs."""
         if self._closed:
             return
         self._closed = True
@@ -572,6 +673,11 @@ class MainWindow(QMainWindow):
         self.poller.stop()
         self.watches.stop_all()
         self.service.stop()
+        try:
+            self._after_stop(choice, job_ids or [])
+        except Exception:  # say it; the window still closes
+            log.exception("what to do with the unfinished transfers failed")
+            sys.stderr.write("ferry: could not hand the unfinished transfers on; 'ferry queue list' shows them\n")
         self.bridge.shutdown()
         self.pool.close_all()
         self.keep_awake.release()

@@ -10,7 +10,11 @@ callable supplied by :mod:`ferry.ui.bridge`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -22,10 +26,11 @@ from pathlib import Path
 from ferry.backends.registry import BackendPool
 from ferry.core.errors import Action
 from ferry.core.outcomes import OutcomeCounts
-from ferry.core.progress import Snapshot
+from ferry.core.progress import Accounting, Snapshot
 from ferry.transfers.copy import AskFn
-from ferry.transfers.scheduler import RunConfig, Runner
-from ferry.transfers.store import JOB_FINISHED, NewTask, Store, Task, TaskResult
+from ferry.transfers.scheduler import PARTIAL_BYTES_KEY, RunConfig, Runner
+from ferry.transfers.store import JOB_FINISHED, Job, JobCounts, NewTask, Store, Task, TaskResult, default_store_path
+from ferry.transfers.store import runner_id as this_runner
 from ferry.transfers.watch import WatchCounters, read_counters
 
 log = logging.getLogger(__name__)
@@ -119,6 +124,12 @@ class QueueService:
             runner = self._runner
         return runner.accounting.snapshot() if runner is not None else None
 
+    def accounting(self) -> Accounting | None:
+        """The running Runner's counters (thread-safe), for the bytes its jobs have in flight."""
+        with self._lock:
+            runner = self._runner
+        return runner.accounting if runner is not None else None
+
     def _loop(self) -> None:
         if self.on_thread_start is not None:
             self.on_thread_start()
@@ -156,6 +167,41 @@ class QueueService:
             self._thread.join(timeout)
 
 
+def background_command(config: RunConfig) -> list[str]:
+    """The ``ferry queue run`` that carries on the window's transfers, with its limits."""
+    cmd = [sys.executable, "-m", "ferry", "queue", "run", "--parallel", str(max(1, config.parallel))]
+    if config.bwlimit:
+        cmd += ["--bwlimit", str(config.bwlimit)]
+    return cmd
+
+
+def start_background_runner(store_path: Path | None, config: RunConfig) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start a headless ``ferry queue run`` that outlives the window; returns it and its log file.
+
+    Call it after the window's own runner has stopped (so the jobs are free to claim). The
+    process gets its own session, so closing the window, the terminal or the desktop session's
+    process group does not stop it; it runs the queue until nothing is left and exits, writing
+    what it did to ``background-run.log`` beside the queue database.
+    """
+    db = store_path or default_store_path()
+    log_path = db.parent / "background-run.log"
+    env = dict(os.environ, FERRY_QUEUE_DB=str(db))
+    env.pop("QT_QPA_PLATFORM", None)  # the command line never loads Qt
+    with open(log_path, "ab") as out:
+        out.write(f"--- {time.strftime('%Y-%m-%d %H:%M:%S')} started by the window on quit\n".encode())
+        out.flush()
+        proc = subprocess.Popen(
+            background_command(config),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            close_fds=True,
+        )
+    return proc, log_path
+
+
 # ---------------------------------------------------------------- reading the queue
 
 
@@ -182,6 +228,13 @@ class JobRow:
     # kind (the Verify column shows it; never the configured method on a job that did not copy).
     outcomes: OutcomeCounts | None = None
     error_action: Action | None = None  # what the Fix button offers, as a value
+    error_kind: str | None = None  # why the job stopped, as a value
+    started: float | None = None  # wall time the job first ran
+    partial_bytes: int = 0  # of bytes_done: in running files and kept partial files
+    # The first failed file's cause (its typed kind and its words), shown at once, while the
+    # job still runs its other files, and after it failed.
+    problem_kind: str | None = None
+    problem: str | None = None
 
     @property
     def fraction(self) -> float:
@@ -243,6 +296,9 @@ class QueuePoller:
         self._thread = threading.Thread(target=self._loop, name="ferry-ui-poll", daemon=True)
         self._cache: dict[int, tuple[str, JobRow]] = {}  # finished jobs are not counted again
         self._last: dict[int, deque[tuple[float, int]]] = {}
+        self._speed_kind: dict[int, bool] = {}  # job id → its speed history counts live bytes moved
+        # This window's runner's counters (bytes in flight), when it runs (QueueService.accounting).
+        self.live: Callable[[], Accounting | None] | None = None
         self.on_thread_start: Callable[[], object] | None = None
 
     def start(self) -> None:
@@ -277,47 +333,89 @@ class QueuePoller:
 
     def read(self, store: Store) -> QueueSnapshot:
         now = time.monotonic()
+        # The live counters first, then the store: a file the runner settles between the two
+        # reads is then counted twice for a moment (capped at the total), never missed.
+        acct = self.live() if self.live is not None else None
+        flight = acct.partial_bytes() if acct is not None else {}
+        moved = acct.moved_bytes() if acct is not None else {}
+        me = this_runner()
         rows: list[JobRow] = []
         for job in store.jobs():
             cached = self._cache.get(job.id)
             if cached is not None and cached[0] == job.state and job.state in JOB_FINISHED:
                 rows.append(cached[1])
                 continue
+            live = acct is not None and job.state == "running" and job.runner == me
+            partial = flight.get(job.id, 0) if live else _saved_partial(store, job)
             c = store.counts(job.id)
-            done_bytes = c.size("done") + c.size("skipped")
-            # Speed over the last few seconds: files finish in bursts, so one poll's change
-            # would jump between zero and several times the real rate.
-            history = self._last.setdefault(job.id, deque())
-            history.append((now, done_bytes))
-            while len(history) > 2 and now - history[0][0] > SPEED_WINDOW:
-                history.popleft()
-            speed = 0.0
-            if job.state == "running" and len(history) > 1 and now > history[0][0]:
-                speed = max(0.0, (done_bytes - history[0][1]) / (now - history[0][0]))
-            row = JobRow(
-                id=job.id,
-                state=job.state,
-                message=job.message,
-                sources=tuple(job.sources),
-                dest=job.dest,
-                verify=job.options.verify,
-                files_total=c.files,
-                files_done=c.count("done") + c.count("skipped"),
-                files_failed=c.count("failed"),
-                files_skipped=c.count("skipped"),
-                bytes_total=c.bytes,
-                bytes_done=done_bytes,
-                planned=job.planned,
-                created=job.created,
-                finished=job.finished,
-                speed=speed,
-                watch=read_counters(store, job.id),
-                # Counted once, when the job has finished (finished rows are cached): a query
-                # over every task per poll would cost a big running job more than it tells.
-                outcomes=store.outcome_counts(job.id) if job.state in JOB_FINISHED else None,
-                error_action=job.error_action,
-            )
+            row = self._row(store, job, c, partial)
+            # Speed from what this window's runner moved (not a resumed partial's bytes), else
+            # from the change of the bytes done (a runner in another process).
+            value = moved.get(job.id, 0) if live else row.bytes_done
+            row = dataclasses.replace(row, speed=self._speed(job.id, job.state == "running", now, live, value))
             self._cache[job.id] = (job.state, row)
             rows.append(row)
         files = {jid: read_files(store, jid, n) for jid, n in list(self.expanded.items()) if n > 0}
         return QueueSnapshot(rows, files, time.time())
+
+    def _row(self, store: Store, job: Job, c: JobCounts, partial: int) -> JobRow:
+        finished = job.state in JOB_FINISHED
+        done_bytes = c.size("done") + c.size("skipped") + partial
+        failed = c.count("failed")
+        first = next(store.tasks(job.id, states=("failed",), kinds=("file",), page=1), None) if failed else None
+        return JobRow(
+            id=job.id,
+            state=job.state,
+            message=job.message,
+            sources=tuple(job.sources),
+            dest=job.dest,
+            verify=job.options.verify,
+            files_total=c.files,
+            files_done=c.count("done") + c.count("skipped"),
+            files_failed=failed,
+            files_skipped=c.count("skipped"),
+            bytes_total=c.bytes,
+            bytes_done=min(done_bytes, c.bytes) if c.bytes else done_bytes,
+            planned=job.planned,
+            created=job.created,
+            finished=job.finished,
+            watch=read_counters(store, job.id),
+            # Counted once, when the job has finished (finished rows are cached): a query
+            # over every task per poll would cost a big running job more than it tells.
+            outcomes=store.outcome_counts(job.id) if finished else None,
+            error_action=job.error_action,
+            error_kind=job.error_kind,
+            started=job.started,
+            partial_bytes=partial,
+            problem_kind=first.error_kind if first is not None else None,
+            problem=first.error if first is not None else None,
+        )
+
+    def _speed(self, job_id: int, running: bool, now: float, live: bool, value: int) -> float:
+        """Bytes per second over the last few seconds: files finish in bursts, so one poll's
+        change would jump between zero and several times the real rate."""
+        history = self._last.setdefault(job_id, deque())
+        kind = self._speed_kind.get(job_id)
+        if not running or kind != live or (history and value < history[-1][1]):
+            history.clear()  # not running, or a new run (or another process's) counts anew
+        self._speed_kind[job_id] = live
+        if not running:
+            return 0.0
+        history.append((now, value))
+        while len(history) > 2 and now - history[0][0] > SPEED_WINDOW:
+            history.popleft()
+        if len(history) > 1 and now > history[0][0]:
+            return max(0.0, (value - history[0][1]) / (now - history[0][0]))
+        return 0.0
+
+
+def _saved_partial(store: Store, job: Job) -> int:
+    """Bytes in flight the job's runner saved (another process's, or when it let go: a paused
+    job's partial files)."""
+    if job.state not in ("running", "queued", "paused"):
+        return 0
+    value = store.job_value(job.id, PARTIAL_BYTES_KEY)
+    try:
+        return max(0, int(value)) if value else 0
+    except ValueError:
+        return 0
