@@ -124,6 +124,10 @@ def test_full_sftp_disk_pauses_the_job_and_leaves_no_partials(sshd: SshServer, t
         assert job["state"] == "paused" and "full" in job["message"], job
         assert job["files_failed"] == 0, job
         assert not partials(disk), os.listdir(disk / "src")
+        left = sorted(
+            os.path.relpath(os.path.join(d, n), disk) for d, dirs, files in os.walk(disk) for n in dirs + files
+        )
+        assert set(left) <= {"src", *(f"src/{n}" for n in want)}, left  # no staging folders either
         for name in want:  # nothing truncated under a final name
             landed = disk / "src" / name
             assert not landed.exists() or sha256_file(landed) == want[name]
@@ -133,6 +137,26 @@ def test_full_sftp_disk_pauses_the_job_and_leaves_no_partials(sshd: SshServer, t
         assert res.returncode == 0, describe(res)
         assert {n: sha256_file(disk / "src" / n) for n in want} == want
         assert not partials(disk)
+    finally:
+        _umount(disk)
+
+
+@pytest.mark.mount
+def test_full_disk_under_parallel_streams_is_full_not_out_of_order(sshd: SshServer, tmp_path: Path) -> None:
+    """A 64 MiB+ upload goes as parallel byte ranges; a full disk refusing them is told apart from
+    a server refusing out-of-order writes (statvfs first): the job pauses, no stream fallback."""
+    ferry = ferry_with(tmp_path, alias_block(sshd, "box"), known_line(sshd))
+    remote = sshd.mkdir()
+    disk = remote / "small"
+    _mount_tmpfs(disk, "2m", sshd)
+    try:
+        write_random(tmp_path / "big.bin", 70 << 20)
+        res = ferry("cp", "--json", tmp_path / "big.bin", f"box:{disk}/")
+        result = result_event(res.stdout)
+        assert res.returncode == 1 and result["state"] == "paused", describe(res)
+        assert "full" in ferry.job(result["job"])["message"]
+        assert "out-of-order" not in res.stderr, res.stderr
+        assert not os.listdir(disk)
     finally:
         _umount(disk)
 
