@@ -491,7 +491,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = tc.run_in_foreground(runner, output)
     snap = runner.accounting.snapshot()
     states = summary.jobs
-    ok = all(s == "done" for s in states.values())
+    # A job that failed in an earlier run never hides: the run says so and does not exit 0
+    # while it is in the queue (retry it, or cancel or clear it).
+    earlier = _failed_before(store, args.jobs, states)
+    ok = all(s == "done" for s in states.values()) and not earlier
     code = (
         EXIT_OK
         if ok and summary.stopped != "interrupted"
@@ -502,23 +505,41 @@ def cmd_run(args: argparse.Namespace) -> int:
             {
                 "event": "result",
                 "jobs": {str(k): v for k, v in states.items()},
+                "failed_before": [j.id for j in earlier],
                 "stopped": summary.stopped,
                 "exit_code": code,
                 **tc.snapshot_dict(snap),
             }
         )
-    else:
-        if not states:
-            sys.stderr.write("Nothing to run: the queue has no waiting jobs.\n")
-        else:
-            line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
-            why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(summary.stopped, "")
-            total = OutcomeCounts()
-            notes: list[str] = []
-            for job_id in states:
-                counts = store.outcome_counts(job_id)
-                total.add(counts)
-                said = (tc.conflict_line(counts, job_id), tc.move_line(store, job_id))
-                notes += [f"job {job_id}: {x}" for x in said if x]
-            sys.stderr.write("\n".join([f"{describe_counts(total)}; {line}{why}", *notes]) + "\n")
+        return code
+    _say_run(store, states, summary.stopped, earlier)
     return code
+
+
+def _say_run(store: Store, states: dict[int, str], stopped: str, earlier: list[Job]) -> None:
+    """What a run did, in words on standard error, and the failed jobs it left alone."""
+    for job in earlier:
+        sys.stderr.write(
+            f"Job {job.id} failed"
+            + (f": {job.message}" if job.message else "")
+            + f" ('ferry queue show {job.id}' lists why; 'ferry queue retry {job.id}' tries again, "
+            f"'ferry queue cancel {job.id}' gives it up and removes its partial files)\n"
+        )
+    if not states:
+        sys.stderr.write("Nothing to run: the queue has no waiting jobs.\n")
+    else:
+        line = ", ".join(f"job {k} {v}" for k, v in sorted(states.items()))
+        why = {"window": " (time window ended)", "interrupted": " (interrupted)"}.get(stopped, "")
+        total = OutcomeCounts()
+        notes: list[str] = []
+        for job_id in states:
+            counts = store.outcome_counts(job_id)
+            total.add(counts)
+            said = (tc.conflict_line(counts, job_id), tc.move_line(store, job_id))
+            notes += [f"job {job_id}: {x}" for x in said if x]
+        sys.stderr.write("\n".join([f"{describe_counts(total)}; {line}{why}", *notes]) + "\n")
+
+
+def _failed_before(store: Store, only: list[int], ran: dict[int, str]) -> list[Job]:
+    """Failed jobs in the queue (of ``only``, if given) that this run did not touch."""
+    return [j for j in store.jobs(("failed",)) if j.id not in ran and (not only or j.id in only)]

@@ -26,7 +26,7 @@ CANCELLED = "cancelled by you"
 
 PAUSABLE = (JobState.QUEUED, JobState.RUNNING)
 RESUMABLE = (JobState.PAUSED,)
-CANCELLABLE = (JobState.QUEUED, JobState.RUNNING, JobState.PAUSED)
+CANCELLABLE = (JobState.QUEUED, JobState.RUNNING, JobState.PAUSED, JobState.FAILED)
 RETRYABLE = (JobState.FAILED, JobState.CANCELLED, JobState.PAUSED, JobState.DONE, JobState.RUNNING)
 CLEARABLE = (JobState.DONE, JobState.CANCELLED)
 
@@ -83,7 +83,8 @@ def resume(store: Store, job_ids: Sequence[int]) -> list[Change]:
 
 
 def cancel(store: Store, job_ids: Sequence[int], pool: BackendPool | None = None) -> list[Change]:
-    """Cancel jobs; a job no runner holds has its partial files removed here."""
+    """Cancel jobs (failed ones too: a failed job's files may have left partial data); a job no
+    runner holds has its partial files removed, and its unfinished S3 uploads aborted, here."""
     out = []
     for job in _jobs(store, job_ids):
         if job.state not in CANCELLABLE:
@@ -100,14 +101,14 @@ def cancel(store: Store, job_ids: Sequence[int], pool: BackendPool | None = None
 
 
 def _remove_partials(store: Store, job: Job, pool: BackendPool | None) -> str:
-    from ferry.transfers.scheduler import remove_partial
+    from ferry.transfers.scheduler import PARTIAL_STATES, remove_partial
 
     own = pool is None
     pool = pool or BackendPool()
     try:
         dst = pool.get(parse_address(job.dest))
-        for task in store.tasks(job.id, states=("queued", "running"), kinds=("file",)):
-            remove_partial(dst, task)
+        for task in store.tasks(job.id, states=PARTIAL_STATES, kinds=("file",)):
+            remove_partial(dst, task, store)
     except FerryError as exc:
         return f"could not remove the partial files of job {job.id}: {describe(exc)}"
     finally:

@@ -626,8 +626,8 @@ class Runner:
                 self.accounting.forget_job(job_id)
 
     def _remove_partials(self, run: _JobRun) -> None:
-        for task in self.store.tasks(run.job.id, states=("queued", "running"), kinds=("file",)):
-            remove_partial(run.dst, task)
+        for task in self.store.tasks(run.job.id, states=PARTIAL_STATES, kinds=("file",)):
+            remove_partial(run.dst, task, self.store)
 
     def _complete(self, run: _JobRun) -> None:
         job_id = run.job.id
@@ -743,7 +743,7 @@ class Runner:
         if isinstance(exc, Cancelled):
             reason = run.cancel.reason or "shutdown"
             if reason == "cancel":
-                remove_partial(run.dst, task)
+                remove_partial(run.dst, task, self.store)
                 return TaskResult(task.id, "cancelled", task.attempts)
             return TaskResult(task.id, "queued", task.attempts)  # partial kept: resumes later
         if isinstance(exc, OSError) and not isinstance(exc, FerryError):
@@ -776,6 +776,8 @@ class Runner:
         self._first_transient.pop(task.id, None)
         if not isinstance(exc, FerryError):
             log.error("unexpected error in task %s", task.id, exc_info=exc)
+        if task.kind == "file":
+            remove_empty_partial(run.dst, task)  # e.g. the source could not be read at all
         res = TaskResult(task.id, "failed", attempts, error_kind=kind, error=message)
         run.failed += 1
         if task.kind == "file":
@@ -921,11 +923,53 @@ class Runner:
         self.pool.close()
 
 
-def remove_partial(dst: Backend, task: Task) -> None:
+# Tasks whose partial data may still be at the destination: unfinished ones, and failed ones
+# (a file that failed mid-way keeps its partial for 'ferry queue retry' to continue).
+PARTIAL_STATES = ("queued", "running", "failed")
+
+
+class _ResumeRow:
+    """A task's resume state in the queue (an S3 UploadId), as a backend's ResumeSlot."""
+
+    def __init__(self, store: Store, task_id: int) -> None:
+        self._store, self._id = store, task_id
+
+    def load(self) -> dict[str, object] | None:
+        return self._store.task_resume(self._id)
+
+    def save(self, data: dict[str, object] | None) -> None:
+        self._store.set_task_resume(self._id, data)
+
+
+def remove_partial(dst: Backend, task: Task, store: Store | None = None) -> None:
+    """Remove what an unfinished task left at the destination: its partial file and, where the
+    destination keeps resume state in the queue (``store``), the upload it names (an S3 multipart
+    upload, which costs storage until aborted): a writer opened afresh on that state aborts it."""
     folder, name = dst.split(task.dst)
     try:
         dst.remove(dst.join(folder, temp_name(name, str(task.id))))
     except (NotFound, FerryError, OSError):
+        pass
+    if store is None or not dst.keeps_resume_state or not store.task_resume(task.id):
+        return
+    kw: dict[str, object] = {"resume_slot": _ResumeRow(store, task.id)}
+    try:
+        dst.open_write(task.dst, size=task.size, token=str(task.id), resume=False, **kw).abort()  # type: ignore[arg-type]
+    except (FerryError, OSError):
+        pass
+    store.set_task_resume(task.id, None)
+
+
+def remove_empty_partial(dst: Backend, task: Task) -> None:
+    """A failed file's partial that holds nothing (its source could not be read) is removed: it
+    is no start for a retry, only litter."""
+    folder, name = dst.split(task.dst)
+    path = dst.join(folder, temp_name(name, str(task.id)))
+    try:
+        entry = dst.stat(path)
+        if entry.is_file and entry.size == 0:
+            dst.remove(path)
+    except (FerryError, OSError):
         pass
 
 
