@@ -142,6 +142,18 @@ def dec(blob: bytes | str | None) -> str:
     return blob.decode("utf-8", "surrogateescape")  # sqlite3 gives bytes for a BLOB: no copy needed
 
 
+def text(value: str | None) -> str | None:
+    """A sentence for a TEXT column. SQLite's text is UTF-8, and a name that is not valid UTF-8
+    (its bytes kept as surrogates, as Python reads such names) made the write raise, which stopped
+    the whole run and every run after it: such bytes are written as ``ls -b`` shows them (``\\xff``)."""
+    if value is None or value.isascii():
+        return value
+    try:
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def runner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -574,7 +586,7 @@ class Store:
         """A new state; ``message`` is for people, ``error_kind``/``error_action`` say why as values
         (cleared when not given)."""
         cols = ["state = ?", "message = ?", "error_kind = ?", "error_action = ?"]
-        params: list[object] = [state, message, error_kind, error_action]
+        params: list[object] = [state, text(message), error_kind, error_action]
         if state in JOB_FINISHED:
             cols.append("finished = ?")
             params.append(time.time())
@@ -644,7 +656,7 @@ class Store:
             db.execute(
                 "UPDATE jobs SET state = ?, message = ?, error_kind = ?, error_action = ?, runner = NULL, "
                 "heartbeat = NULL, finished = ? WHERE id = ?",
-                (state, message, error_kind, error_action, finished, job_id),
+                (state, text(message), error_kind, error_action, finished, job_id),
             )
 
     def mark_planned(self, job_id: int) -> None:
@@ -679,7 +691,7 @@ class Store:
                 t.mtime_us,
                 t.extra,
                 t.state,
-                t.error,
+                text(t.error),
                 t.skip_reason,
                 t.error_kind,
             )
@@ -764,9 +776,9 @@ class Store:
                 r.attempts,
                 r.hash_algo,
                 r.hash,
-                r.verified,
+                text(r.verified),
                 r.error_kind,
-                r.error,
+                text(r.error),
                 r.not_before,
                 now if r.state not in TASK_OPEN else None,
                 enc(r.dst) if r.dst else None,
