@@ -67,7 +67,7 @@ class Host:
 
     def detect_hash_tools(self) -> None:
         tools = detect_hash_tools(self.shell)
-        if not tools:
+        if tools == {}:  # commands run (None: refused) but the shell probe found nothing
             plain = detect_plain_hash_tools(self.shell)
             if plain:
                 self.plain_commands = True

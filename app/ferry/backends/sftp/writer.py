@@ -65,6 +65,12 @@ class WriterOwner(OnHost, Protocol):
     def hash(self, path: str, algo: str, cancel: CancelToken | None = None) -> str: ...
 
 
+def partial_path(final_path: str, token: str) -> str:
+    """The partial file's path for ``final_path`` (``.NAME.TOKEN.ferry-part`` in its folder)."""
+    folder, name = posixpath.split(final_path)
+    return posixpath.join(folder, temp_name(name, token))
+
+
 class Sender:
     """Runs ``send`` on a thread of its own for each chunk put in, in order, with at most
     SEND_AHEAD bytes waiting. A failure stops it; the next :meth:`put` (or :meth:`close`)
@@ -151,18 +157,7 @@ class SFTPWriter(Writer):
         readback: str | None,
         size: int | None = None,
     ) -> None:
-        self.backend = backend
-        folder, name = posixpath.split(final_path)
-        self.final_path = final_path
-        self.temp_path = posixpath.join(folder, temp_name(name, token))
-        self.offset = 0
-        self._written = 0
-        self.verified_note = ""
-        self._readback = readback
-        self._cm: Any = backend._host.pool.sftp()
-        client = self._cm.__enter__()
-        self._client = client
-        self._closed = False
+        client = self._begin(backend, final_path, token, readback)
         try:
             try:
                 self._f = self._open(client, resume, readback is not None)
@@ -201,6 +196,22 @@ class SFTPWriter(Writer):
                 self._remove_partial()
             self._cm.__exit__(type(exc), exc, None)
             raise err from exc
+
+    def _begin(self, backend: WriterOwner, final_path: str, token: str, readback: str | None) -> Any:
+        """What every writer starts with (this one and :class:`SmallFileWriter`): the partial
+        name beside the final one, nothing written yet, and an SFTP channel borrowed for the
+        file's life (returned)."""
+        self.backend = backend
+        self.final_path = final_path
+        self.temp_path = partial_path(final_path, token)
+        self.offset = 0
+        self._written = 0
+        self.verified_note = ""
+        self._readback = readback
+        self._closed = False
+        self._cm: Any = backend._host.pool.sftp()
+        self._client = self._cm.__enter__()
+        return self._client
 
     def _failed(self, exc: BaseException) -> FerryError:
         """A failed OPEN or WRITE as Ferry's error. SFTP's reasonless "Failure" status is asked
@@ -556,18 +567,8 @@ class SmallFileWriter(SFTPWriter):
     evidence = (Evidence.READBACK,)  # what landed is read back over SFTP and hashed here
 
     def __init__(self, backend: WriterOwner, final_path: str, token: str, readback: str | None) -> None:
-        self.backend = backend
-        folder, name = posixpath.split(final_path)
-        self.final_path = final_path
-        self.temp_path = posixpath.join(folder, temp_name(name, token))
-        self.offset = 0
-        self._written = 0
-        self.verified_note = ""
-        self._readback = readback
         self._replies: list[int] = []  # WRITEs whose status has not been read yet
-        self._closed = False
-        self._cm: Any = backend._host.pool.sftp()
-        self._client = self._cm.__enter__()
+        self._begin(backend, final_path, token, readback)
         self._step = backend._host.request_size
         flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | adapter.FLAG_TRUNC | (adapter.FLAG_READ if readback else 0)
         try:
