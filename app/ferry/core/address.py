@@ -3,7 +3,7 @@
 Forms understood (the URL forms later backends use are parsed here already):
 
 * local paths: ``/data/run42``, ``~/data``, ``./a:b`` (``./`` disambiguates a colon), ``file:///x``
-* ``sftp://[user@]host[:port]/path``
+* ``sftp://[user@]host[:port]/path`` (never ``user:password@``: refused, see :data:`PASSWORD_IN_URL`)
 * ``s3://bucket/key`` (``s3://`` alone means "all buckets")
 * ``globus://COLLECTION/path``
 * ``memory://NAME/path`` (the in-memory test backend)
@@ -28,6 +28,21 @@ REMOTE_SCHEMES = ("sftp", "s3", "globus", "memory")
 _SITE_RE = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_.@-]*):(?P<path>.*)$", re.DOTALL)
 _BUCKET_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.:%\[\]-]+$")
+
+# A password typed into an address would be kept in the queue, in shell history and in every
+# message that names the address: such addresses are refused, without repeating them.
+PASSWORD_IN_URL = "Passwords are not accepted in addresses (they would be stored in the queue and shown): {hint}"
+_PASSWORD_HINTS = {
+    "sftp": "save the host once with 'ferry sites add NAME sftp://user@host --password' (the password goes to "
+    "the system keychain; see 'ferry sites') and write NAME:path, or log in with an SSH key or agent",
+    "s3": "save the bucket once with 'ferry sites add NAME s3://BUCKET --option access_key_id=KEY --password' "
+    "(the secret goes to the system keychain; see 'ferry sites') and write NAME:path, or use an AWS profile",
+}
+
+
+def _password_refused(scheme: str) -> UsageError:
+    hint = _PASSWORD_HINTS.get(scheme, "keep secrets in the system keychain through a saved site (see 'ferry sites')")
+    return UsageError(PASSWORD_IN_URL.format(hint=hint))
 
 
 @dataclass(frozen=True)
@@ -122,6 +137,8 @@ def parse_address(text: str, sites: SiteResolver | None = None) -> Address:
             base = resolve(name)
             if base is not None:
                 return _under_site(base, name, rest)
+        if re.match(r"[^/]*@[^/]*:", rest):  # user:PASSWORD@host:path, as scp would never take it
+            raise _password_refused("sftp")
         raise UsageError(
             f"Unknown site '{name}' (see 'ferry sites list'; write ./{text} for a local file name with a colon)"
         )
@@ -160,6 +177,8 @@ def _parse_url(text: str) -> Address:
     netloc, slash, path = rest.partition("/")
     path = slash + path
     trailing = path.endswith("/") and len(path) > 1
+    if ":" in netloc.rpartition("@")[0]:
+        raise _password_refused(scheme)
     if any(ord(c) < 32 for c in netloc):
         raise UsageError(f"Malformed address (control character in host): {text!r}")
     if scheme == "sftp":
