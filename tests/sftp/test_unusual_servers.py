@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 
 import ferry.backends.sftp as sftp_mod
+from ferry.backends.sftp import SFTPBackend
+from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import HostKeyChanged
+from ferry.core.address import Address
+from ferry.core.errors import Transient
 from helpers import Ferry, describe, file_events, partials, result_event, sha256_file, write_random
 from sftp.conformance_site import sftp_backend
 from sftp.rclone_sftp import RcloneSftp
@@ -64,6 +68,40 @@ def test_rclone_serve_sftp_big_upload_falls_back_to_one_stream(rclone_sftp: Rclo
     assert sha256_file(rclone_sftp.root / "two" / "b.bin") == d2
     assert not partials(rclone_sftp.root)
     assert result_event(res.stdout)["state"] == "done"
+
+
+def test_out_of_order_refusal_is_found_without_statvfs(
+    rclone_sftp: RcloneSftp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that refuses out-of-order writes and does not answer statvfs (appliances): the
+    refusal of parallel ranges is not taken for a full disk (which would pause the job for
+    nothing): the file is handed back to be sent again as one stream, which then works."""
+    monkeypatch.setattr(adapter, "statvfs", lambda client, path: None)
+    (tmp_path / "known_hosts").write_text(rclone_sftp.known_hosts())
+    config = tmp_path / "ssh_config"
+    config.write_text(rclone_sftp.ssh_config("rc-nostatvfs") + f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n")
+    monkeypatch.setenv("FERRY_SSH_CONFIG", str(config))
+    backend = SFTPBackend(Address("sftp", "/", host="rc-nostatvfs"))
+    try:
+        data = os.urandom(70 << 20)
+        w = backend.open_write("/big.bin", size=len(data), token="7")
+        with pytest.raises(Transient) as caught:
+            for at in range(0, len(data), 1 << 20):
+                w.write(data[at : at + (1 << 20)])
+            w.finish()
+        w.abort(keep_partial=True)  # what the copy's "with writer" does on a failure
+        assert "out-of-order" in str(caught.value)
+        assert backend._host.sequential_writes
+        assert not partials(rclone_sftp.root)
+        w = backend.open_write("/big.bin", size=len(data), token="8")
+        for at in range(0, len(data), 1 << 20):
+            w.write(data[at : at + (1 << 20)])
+        w.finish()
+        w.commit(overwrite=False)
+        assert (rclone_sftp.root / "big.bin").read_bytes() == data
+        assert not partials(rclone_sftp.root)
+    finally:
+        sftp_mod.close_all()
 
 
 def test_rclone_hash_tools_without_a_shell(rclone_sftp: RcloneSftp, tmp_path: Path) -> None:

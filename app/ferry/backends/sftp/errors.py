@@ -35,6 +35,12 @@ class ReadOnly(PermissionDenied):
     """The server's folder is on a read-only file system (statvfs says so): permanent."""
 
 
+class RefusedWithoutReason(NoSpace):
+    """A write refused with SFTP's "Failure" by a server that does not answer statvfs: full, over
+    quota or read-only cannot be told apart, so the job pauses (as for a full disk) and the
+    person looks."""
+
+
 class ServerRefused(FerryError):
     """The server answered an operation with SFTP's reasonless "Failure" status: permanent
     (retrying the same request gets the same answer), never "Connection lost". Its kind is
@@ -92,7 +98,7 @@ def refused_write(client: Any, exc: BaseException, folder: str, shown: str) -> F
     st = adapter.statvfs(client, folder.encode("utf-8", "surrogateescape"))
     detail = f"SFTP status {getattr(exc, 'code', '?')}: {exc}"
     if st is None:
-        return NoSpace(
+        return RefusedWithoutReason(
             f"The server refused to write {shown} and gives no reason (it does not answer statvfs): its "
             "disk may be full, a quota reached or the folder read-only",
             detail=detail,

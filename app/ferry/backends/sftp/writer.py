@@ -41,7 +41,7 @@ from typing import Any, Protocol, cast
 from ferry.backends.base import Capabilities, Writer, temp_name
 from ferry.backends.sftp import limits
 from ferry.backends.sftp import paramiko_adapter as adapter
-from ferry.backends.sftp.errors import is_failure, map_error, over_quota, refused_write
+from ferry.backends.sftp.errors import RefusedWithoutReason, is_failure, map_error, over_quota, refused_write
 from ferry.backends.sftp.host import OnHost
 from ferry.backends.sftp.parallel_write import ParallelRangeWriter, safe_resume_offset
 from ferry.backends.sftp.protocol import read_back_replies, setstat_then, wire
@@ -230,9 +230,9 @@ class SFTPWriter(Writer):
             pass
         shown = self.backend.display(self.final_path)
         err = refused_write(self._client, exc, posixpath.dirname(self.final_path), shown)
-        if err is not None:
+        if err is not None and not (self._parallel_used and isinstance(err, RefusedWithoutReason)):
             return err
-        if self._parallel_used:
+        if self._parallel_used:  # (without statvfs: tried as one stream first, which tells)
             self.backend._host.refuses_out_of_order()
             return Transient(
                 f"{self.backend._host.target.hostname} refused a write at an out-of-order offset; "
