@@ -104,6 +104,43 @@ def test_out_of_order_refusal_is_found_without_statvfs(
         sftp_mod.close_all()
 
 
+def test_partial_file_rclone_will_not_reopen_is_written_again(
+    rclone_sftp: RcloneSftp, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rclone (no VFS cache) takes no WRITE at the offset where an interrupted upload's partial
+    file ends (nor a second handle's without truncating): the refusal is found, the partial file
+    goes and the retry writes the file from its first byte (every retry failed as "Connection
+    lost" before), and later files to that host are not resumed at all."""
+    (tmp_path / "known_hosts").write_text(rclone_sftp.known_hosts())
+    config = tmp_path / "ssh_config"
+    config.write_text(rclone_sftp.ssh_config("rc-resume") + f"  UserKnownHostsFile {tmp_path / 'known_hosts'}\n")
+    monkeypatch.setenv("FERRY_SSH_CONFIG", str(config))
+    backend = SFTPBackend(Address("sftp", "/", host="rc-resume"))
+    try:
+        data = os.urandom(5 << 20)
+        w = backend.open_write("/f.bin", size=len(data), token="9")
+        w.write(data[: 2 << 20])
+        w.abort(keep_partial=True)  # interrupted: the partial file stays for a resume
+        assert [p.stat().st_size for p in partials(rclone_sftp.root)] == [2 << 20]
+        w = backend.open_write("/f.bin", size=len(data), token="9", resume=True)
+        assert w.offset == 2 << 20  # OpenSSH would resume here
+        with pytest.raises(Transient) as caught:
+            w.write(data[w.offset :])
+            w.finish()
+        w.abort(keep_partial=True)
+        assert "out-of-order" in str(caught.value) and backend._host.sequential_writes
+        assert not partials(rclone_sftp.root)
+        w = backend.open_write("/f.bin", size=len(data), token="9", resume=True)  # the retry
+        assert w.offset == 0
+        w.write(data)
+        w.finish()
+        w.commit(overwrite=False)
+        assert (rclone_sftp.root / "f.bin").read_bytes() == data
+        assert not partials(rclone_sftp.root)
+    finally:
+        sftp_mod.close_all()
+
+
 def test_rclone_hash_tools_without_a_shell(rclone_sftp: RcloneSftp, tmp_path: Path) -> None:
     """rclone answers ``sha256sum PATH`` on its exec channel without a POSIX shell: found by
     running each tool bare, used one file per command (odd names escaped as rclone reads them)."""

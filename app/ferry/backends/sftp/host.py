@@ -79,12 +79,13 @@ class Host:
 
     def refuses_out_of_order(self) -> None:
         """The server refused a write at an out-of-order offset: big files go to it as one
-        sequential stream from now on (said once per host)."""
+        sequential stream, and partial files are written again instead of resumed, from now on
+        (said once per host)."""
         if not self.sequential_writes:
             self.sequential_writes = True
             log.warning(
-                "%s refuses writes at out-of-order offsets (parallel streams): big files go to it as one "
-                "sequential stream from now on",
+                "%s refuses writes at out-of-order offsets (parallel streams, resuming): big files go to it "
+                "as one sequential stream from now on",
                 self.target.hostname,
             )
 

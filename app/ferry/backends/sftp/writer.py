@@ -145,6 +145,7 @@ class SFTPWriter(Writer):
     _sender: Sender | None = None
     _ranges: ParallelRangeWriter | None = None
     _parallel_used = False  # this file's bytes went out as parallel byte ranges (or began to)
+    _resumed_at = 0  # the offset this handle's first WRITE went to (a resumed partial file's size)
     _discard = False  # the partial file goes even on an abort that would keep it (see _failed)
     evidence = (Evidence.HOST_TOOL,)  # finish() returns the host's own sha256sum/b3sum of the file
 
@@ -159,17 +160,8 @@ class SFTPWriter(Writer):
     ) -> None:
         client = self._begin(backend, final_path, token, readback)
         try:
-            try:
-                self._f = self._open(client, resume, readback is not None)
-            except adapter.StatusError as exc:
-                if not (resume and is_failure(exc)):
-                    raise
-                # Servers that write only sequentially (rclone serve sftp without a VFS cache)
-                # refuse to open an existing file for writing without truncating it: such a
-                # partial file cannot be resumed, so it is written again from its first byte.
-                log.info("%s: the partial file cannot be reopened to resume; writing it again", self.temp_path)
-                self.offset = 0
-                self._f = self._open(client, False, readback is not None)
+            self._f = self._open_resuming(client, resume, readback is not None)
+            self._resumed_at = self.offset
             if resume and size is not None and size >= limits.PARALLEL_MIN and 0 < self.offset <= size:
                 # Parallel streams (this run's or an earlier one's) may have left holes near the
                 # end of the partial file: resume only below where none can be.
@@ -217,9 +209,10 @@ class SFTPWriter(Writer):
         """A failed OPEN or WRITE as Ferry's error. SFTP's reasonless "Failure" status is asked
         about (``statvfs@openssh.com``): a read-only folder and a full disk are permanent, a full
         one pausing the job. To a server with space that takes writes, a Failure while this file
-        went out as parallel byte ranges means it refuses writes at out-of-order offsets (``rclone
-        serve sftp`` with its defaults, several appliances): the host gets one sequential stream
-        from now on and the file is sent again (a retriable error). In every such case the
+        went out as parallel byte ranges, or was resumed at an offset, means it refuses writes at
+        out-of-order offsets (``rclone serve sftp`` with its defaults, several appliances): the
+        host gets one sequential stream and no resuming from now on, and the file is sent again
+        (a retriable error). In every such case the
         partial file is removed at the abort: nothing is left behind by the thousand."""
         if not is_failure(exc):
             return map_error(exc, self.final_path)
@@ -230,9 +223,10 @@ class SFTPWriter(Writer):
             pass
         shown = self.backend.display(self.final_path)
         err = refused_write(self._client, exc, posixpath.dirname(self.final_path), shown)
-        if err is not None and not (self._parallel_used and isinstance(err, RefusedWithoutReason)):
+        out_of_order = self._parallel_used or self._resumed_at > 0
+        if err is not None and not (out_of_order and isinstance(err, RefusedWithoutReason)):
             return err
-        if self._parallel_used:  # (without statvfs: tried as one stream first, which tells)
+        if out_of_order:  # (without statvfs: tried as one stream first, which tells)
             self.backend._host.refuses_out_of_order()
             return Transient(
                 f"{self.backend._host.target.hostname} refused a write at an out-of-order offset; "
@@ -246,6 +240,22 @@ class SFTPWriter(Writer):
             self._client.remove(wire(self.temp_path))
         except Exception as exc:  # the file's error is what the person must see
             log.info("could not remove the partial file %s: %s", self.temp_path, exc)
+
+    def _open_resuming(self, client: Any, resume: bool, readable: bool) -> Any:
+        """:meth:`_open`; where the server will not reopen the partial file to resume it, it is
+        written again from its first byte. Servers that write only sequentially (rclone serve
+        sftp without a VFS cache) refuse to open an existing file for writing without
+        truncating it (SFTP "Failure")."""
+        if resume and self.backend._host.sequential_writes:
+            resume = False  # such a server refuses the WRITE at the resumed offset anyway
+        try:
+            return self._open(client, resume, readable)
+        except adapter.StatusError as exc:
+            if not (resume and is_failure(exc)):
+                raise
+        log.info("%s: the partial file cannot be reopened to resume; writing it again", self.temp_path)
+        self.offset = 0
+        return self._open(client, False, readable)
 
     def _open(self, client: Any, resume: bool, readable: bool) -> Any:
         """OPEN the partial file (readable too when verifying: a small file is read back on this
