@@ -7,6 +7,8 @@ network faults a night brings, on demand.
 - :meth:`FaultProxy.down` is both: the network goes away for N seconds;
 - :meth:`FaultProxy.stall` forwards nothing, either way, for N seconds while connections stay
   open (a black hole: the peer sees silence, not an error);
+- :meth:`FaultProxy.storm` answers every HTTP request with ``503 SlowDown`` (or another status)
+  for N seconds without reaching the server (an S3 store failing for a while);
 - :meth:`FaultProxy.after` runs one of these once a number of bytes has gone through, so a fault
   lands in the middle of a transfer rather than before it.
 
@@ -35,6 +37,9 @@ class FaultProxy:
         self.cuts = 0
         self.refusals = 0  # periods of refusing (each closes the port once)
         self.stalls = 0
+        self._storm_until = 0.0
+        self._storm_status = 503
+        self.storm_answers = 0  # requests answered by the storm instead of the server
         listener = self._listen(0)
         self._listener: socket.socket | None = listener  # None while refusing
         self.port: int = listener.getsockname()[1]
@@ -75,6 +80,14 @@ class FaultProxy:
         with self._lock:
             self._stalled_until = time.monotonic() + seconds
             self.stalls += 1
+
+    def storm(self, seconds: float, status: int = 503) -> None:
+        """For ``seconds``, answer each new HTTP request with ``status`` (S3's SlowDown for 503,
+        InternalError otherwise) and close; live connections drop first, so none slips past."""
+        with self._lock:
+            self._storm_until = time.monotonic() + seconds
+            self._storm_status = status
+        self.cut()
 
     def after(self, nbytes: int, fault: Callable[[], None]) -> None:
         """Run ``fault`` (e.g. ``lambda: proxy.down(3)``) once, when ``nbytes`` more have gone through."""
@@ -125,6 +138,9 @@ class FaultProxy:
                 client, _ = listener.accept()
             except OSError:
                 return  # closed: refusing, or the proxy is done
+            if time.monotonic() < self._storm_until:
+                threading.Thread(target=self._answer_storm, args=(client,), daemon=True).start()
+                continue
             try:
                 server = socket.create_connection(self.target, timeout=5)
                 server.settimeout(None)
@@ -138,6 +154,31 @@ class FaultProxy:
                 self._live += [client, server]
             threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
             threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+
+    def _answer_storm(self, client: socket.socket) -> None:
+        code = "SlowDown" if self._storm_status == 503 else "InternalError"
+        body = f"<?xml version='1.0'?><Error><Code>{code}</Code><Message>storm</Message></Error>".encode()
+        head = (
+            f"HTTP/1.1 {self._storm_status} {code}\r\nContent-Type: application/xml\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode()
+        try:
+            client.settimeout(5)
+            seen = b""
+            while b"\r\n\r\n" not in seen:  # the request's head; its body is never read
+                data = client.recv(1 << 16)
+                if not data:
+                    return
+                seen += data
+            client.sendall(head + body)
+            with self._lock:
+                self.storm_answers += 1
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                client.shutdown(socket.SHUT_RDWR)
+            client.close()
 
     def _hold(self) -> None:
         while True:

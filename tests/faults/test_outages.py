@@ -53,6 +53,9 @@ def test_s3_network_down_mid_upload_is_waited_out_by_queue_runs_default_patience
     s3_site: S3Site, tmp_path: Path
 ) -> None:
     site, ferry = s3_site, s3_site.ferry
+    # botocore's own retries off (a setting users have too), so the outage outlasts every quick
+    # retry and only the queue's patience can carry the job through it.
+    ferry.extra_env["FERRY_S3_MAX_ATTEMPTS"] = "1"
     want = make_src(tmp_path / "src", 12 * MiB)
     ferry.ok("queue", "add", "-r", tmp_path / "src", site.url("in/"))
     site.proxy.after(3 * MiB, lambda: site.proxy.down(OUTAGE))
@@ -75,3 +78,18 @@ def test_patience_that_runs_out_fails_the_file_and_the_run(sftp_site: SftpSite, 
     assert result_event(res.stdout)["jobs"] == {"1": "failed"}
     (job,) = ferry.jobs()
     assert job["state"] == "failed" and job["files_failed"] >= 1
+
+
+def test_s3_503_storm_mid_upload_is_waited_out(s3_site: S3Site, tmp_path: Path) -> None:
+    site, ferry = s3_site, s3_site.ferry
+    ferry.extra_env["FERRY_S3_MAX_ATTEMPTS"] = "1"  # as above: only the queue's patience can help
+    want = make_src(tmp_path / "src", 12 * MiB)
+    ferry.ok("queue", "add", "-r", "--patience", "1m", tmp_path / "src", site.url("in/"))
+    site.proxy.after(3 * MiB, lambda: site.proxy.storm(OUTAGE))
+    res = ferry("queue", "run", "--json", "--bwlimit", "6M", timeout=150)
+    assert res.returncode == 0, describe(res)
+    assert result_event(res.stdout)["jobs"] == {"1": "done"}
+    assert site.proxy.storm_answers >= 5  # every quick retry met the storm
+    back = tmp_path / "back"
+    site.ferry.ok("cp", "-r", site.url("in/src"), f"{back}/")
+    assert file_digests(back / "src") == want
