@@ -11,7 +11,7 @@ from ferry.core.errors import UsageError
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import parse_size
 from ferry.transfers.options import CONFLICT_POLICIES, JobOptions
-from ferry.transfers.scheduler import RunConfig
+from ferry.transfers.scheduler import DEFAULT_PATIENCE, RunConfig
 
 WHEN_DONE = ("nothing", "notify", "quit")
 
@@ -55,7 +55,12 @@ class TransferSettings:
         )
 
     def run_config(self) -> RunConfig:
-        return RunConfig(parallel=self.parallel, bwlimit=parse_size(self.bwlimit) if self.bwlimit else None)
+        # The window runs the queue overnight as 'ferry queue run' does: outages are waited out.
+        return RunConfig(
+            parallel=self.parallel,
+            bwlimit=parse_size(self.bwlimit) if self.bwlimit else None,
+            patience=DEFAULT_PATIENCE,
+        )
 
 
 def settings() -> QSettings:
