@@ -180,6 +180,11 @@ class MainWindow(QMainWindow):
         self.queue_panel.action.connect(self.jobs.queue_action)
         self.queue_panel.clear_finished.connect(self.jobs.clear_finished)
         self.queue_panel.fix_handler = self.jobs.fix_job
+        from ferry.ui.queue_menu import QueueMenu
+
+        self.queue_menu = QueueMenu(self, self)  # the right-click menu's log view and "open destination"
+        self.queue_panel.show_log.connect(self.queue_menu.show_log)
+        self.queue_panel.open_destination.connect(self.queue_menu.open_destination)
         self.watches = WatchManager(
             store_path,
             parallel=lambda: self.transfer_settings.run_config().parallel,

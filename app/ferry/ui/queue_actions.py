@@ -1,12 +1,19 @@
 """The transfers panel's per-job actions, through the engine's job control (no Qt).
 
-Pause, resume, cancel, retry and clear are :mod:`ferry.transfers.control`, the same calls
-``ferry queue`` and ``ferry.api`` make; here they only come back as counts for the status bar.
+Pause, resume, cancel, retry, clear and the queue's order are :mod:`ferry.transfers.control`, the
+same calls ``ferry queue`` and ``ferry.api`` make; here they only come back as counts for the
+status bar. :func:`job_log` reads what the log view shows: each failure's typed error kind, the
+action it suggests, its attempts and message, from the store.
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from ferry.backends.registry import BackendPool
+from ferry.core.errors import Action, action_for_kind
 from ferry.transfers import control
 from ferry.transfers.store import Store
 
@@ -47,3 +54,75 @@ def retry(store: Store, job_ids: list[int], on_conflict: str | None = None) -> i
 
 def clear_finished(store: Store, include_failed: bool = False) -> int:
     return control.clear(store, include_failed=include_failed)
+
+
+def addresses_text(jobs: Sequence[tuple[Sequence[str], str]]) -> str:
+    """"Copy addresses": one line per job, its sources then its destination, quoted for a shell
+    (paste after ``ferry cp -r`` to do it again)."""
+    return "\n".join(shlex.join([*sources, dest]) for sources, dest in jobs)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One failed file, as the store recorded it (values, not sentences, for what it was)."""
+
+    path: str  # relative to the job's destination
+    kind: str  # the error kind (core/errors.py), "error" when unknown
+    action: Action  # what the person can do about it
+    attempts: int
+    message: str  # the sentence recorded for people
+
+
+@dataclass(frozen=True)
+class JobLog:
+    job_id: int
+    state: str
+    sources: tuple[str, ...]
+    dest: str
+    message: str
+    kind: str | None
+    action: Action | None
+    failed: tuple[LogEntry, ...]
+    more: int  # failed files beyond those read (a big job's log stays small)
+
+
+def job_log(store: Store, job_id: int, limit: int = 500) -> JobLog:
+    job = store.job(job_id)
+    failed: list[LogEntry] = []
+    for t in store.tasks(job_id, states=("failed",)):
+        if len(failed) >= limit:
+            break
+        kind = t.error_kind or "error"
+        failed.append(LogEntry(t.rel, kind, action_for_kind(kind), t.attempts, t.error or ""))
+    more = max(0, store.counts(job_id).count("failed") - len(failed))
+    return JobLog(
+        job.id,
+        job.state,
+        tuple(job.sources),
+        job.dest,
+        job.message or "",
+        job.error_kind,
+        job.error_action,
+        tuple(failed),
+        more,
+    )
+
+
+def log_text(log: JobLog) -> str:
+    """The log view's text: the job's state and stop reason, then each failed file."""
+    lines = [f"Job {log.job_id}: {log.state}" + (f" — {log.message}" if log.message else "")]
+    lines += [f"  from: {s}" for s in log.sources] + [f"  to:   {log.dest}"]
+    if log.kind or log.action:
+        lines.append(f"  error kind: {log.kind or '-'}; suggested action: {(log.action or Action.NONE).value}")
+    if not log.failed:
+        lines.append("No failed files.")
+        return "\n".join(lines)
+    lines.append(f"Failed files ({len(log.failed) + log.more:,}):")
+    for e in log.failed:
+        lines.append(f"  {e.path}")
+        lines.append(f"    kind: {e.kind}; suggested action: {e.action.value}; attempts: {e.attempts}")
+        if e.message:
+            lines.append(f"    {e.message}")
+    if log.more:
+        lines.append(f"  … and {log.more:,} more ('ferry queue show {log.job_id} --files' lists them all)")
+    return "\n".join(lines)

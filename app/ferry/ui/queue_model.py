@@ -334,14 +334,21 @@ class QueueModel(QAbstractItemModel):
                 self._files.pop(jid, None)
                 self.wanted.pop(jid, None)
                 self.endRemoveRows()
-        # Insertions in place (both lists are in job order), then changed rows.
+        # Insertions in place, moves where the queue's order changed (both lists are in queue
+        # order), then changed rows.
         old_ids = {j.id for j in self._jobs}
         for i, j in enumerate(new):
             if j.id not in old_ids:
                 self.beginInsertRows(QModelIndex(), i, i)
                 self._jobs.insert(i, j)
                 self.endInsertRows()
-            elif self._jobs[i] != j:
+                continue
+            if self._jobs[i].id != j.id:  # moved up (rows above i already match): a move keeps selection
+                r = next(k for k in range(i + 1, len(self._jobs)) if self._jobs[k].id == j.id)
+                self.beginMoveRows(QModelIndex(), r, r, QModelIndex(), i)
+                self._jobs.insert(i, self._jobs.pop(r))
+                self.endMoveRows()
+            if self._jobs[i] != j:
                 self._jobs[i] = j
                 self.dataChanged.emit(self.createIndex(i, 0, 0), self.createIndex(i, len(COLUMNS) - 1, 0))
         if not keep_files:

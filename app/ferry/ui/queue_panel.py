@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
-from PySide6.QtGui import QPainter
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPoint, Qt, Signal
+from PySide6.QtGui import QGuiApplication, QPainter
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QApplication,
@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMenu,
     QPushButton,
     QStyle,
     QStyledItemDelegate,
@@ -24,6 +25,7 @@ from PySide6.QtWidgets import (
 )
 
 from ferry.core.errors import Action
+from ferry.ui.queue_actions import addresses_text
 from ferry.ui.queue_model import PROGRESS, FractionRole, QueueModel, fix_for, gui_message
 from ferry.ui.queue_service import JobRow
 
@@ -51,8 +53,10 @@ class ProgressDelegate(QStyledItemDelegate):
 class QueuePanel(QWidget):
     """Buttons act on the selected jobs, or on all jobs with the "… all" buttons."""
 
-    action = Signal(str, list)  # pause/resume/cancel/retry/fix, job ids
+    action = Signal(str, list)  # pause/resume/cancel/retry/fix/top/bottom, job ids
     clear_finished = Signal()
+    show_log = Signal(list)  # job ids: the log view with each failure's detail
+    open_destination = Signal(str)  # a job's destination address, for the active pane
 
     def __init__(self, model: QueueModel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -118,6 +122,8 @@ class QueuePanel(QWidget):
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setItemDelegateForColumn(PROGRESS, ProgressDelegate(self.view))
         self.view.collapsed.connect(self._collapsed)
+        self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.view.customContextMenuRequested.connect(self._context_menu)
         h = self.view.header()
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         h.setStretchLastSection(False)
@@ -178,3 +184,51 @@ class QueuePanel(QWidget):
         ids = [j.id for j in self.model.all_jobs()]
         if ids:
             self.action.emit(key.removesuffix("-all"), ids)
+
+    # ---- the right-click menu
+    def context_menu(self) -> QMenu:
+        """What can be done to the selected jobs; entries that do not apply are greyed out."""
+        jobs = self.selected_jobs()
+        states = {j.state for j in jobs}
+        menu = QMenu(self)
+        menu.setObjectName("queueMenu")
+
+        def add(key: str, text: str, enabled: bool, slot: object) -> None:
+            act = menu.addAction(text)
+            act.setObjectName(f"queueMenu-{key}")
+            act.setEnabled(enabled)
+            act.triggered.connect(slot)
+
+        ids = [j.id for j in jobs]
+        for key, text, enabled in (
+            ("pause", "Pause", bool(states & {"queued", "running"})),
+            ("resume", "Resume", "paused" in states),
+            ("cancel", "Cancel", bool(states & {"queued", "running", "paused"})),
+            ("retry", "Retry failed", any(j.files_failed or j.state in ("failed", "cancelled") for j in jobs)),
+        ):
+            add(key, text, enabled, lambda _=False, k=key: self.action.emit(k, ids))
+        menu.addSeparator()
+        add("top", "Move to top", bool(jobs), lambda _=False: self.action.emit("top", ids))
+        add("bottom", "Move to bottom", bool(jobs), lambda _=False: self.action.emit("bottom", ids))
+        menu.addSeparator()
+        add(
+            "open",
+            "Open destination",
+            len(jobs) == 1,
+            lambda _=False: self.open_destination.emit(jobs[0].dest),
+        )
+        add("copy", "Copy addresses", bool(jobs), lambda _=False: self._copy_addresses())
+        add("log", "Show log…", bool(jobs), lambda _=False: self.show_log.emit(ids))
+        return menu
+
+    def _context_menu(self, pos: QPoint) -> None:
+        index = self.view.indexAt(pos)
+        if index.isValid() and not self.view.selectionModel().isRowSelected(index.row(), index.parent()):
+            self.view.setCurrentIndex(index)  # a right-click on another row acts on that row
+        if self.selected_jobs():
+            menu = self.context_menu()
+            menu.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            menu.popup(self.view.viewport().mapToGlobal(pos))
+
+    def _copy_addresses(self) -> None:
+        QGuiApplication.clipboard().setText(addresses_text([(j.sources, j.dest) for j in self.selected_jobs()]))
