@@ -302,3 +302,107 @@ class FaultProxy(LoopbackProxy):
                 upstream.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 upstream.close()
+
+
+# -- a prefix-limited account: moto with IAM enforced ------------------------------------------
+
+PREFIX_POLICY = "ferry-prefix-only"
+
+
+@dataclass
+class PrefixAccount:
+    """A moto server of its own with IAM enforced (moto's ``INITIAL_NO_AUTH_ACTION_COUNT``, set to
+    0 through its ``/moto-api/reset-auth`` once the account is made) and one versioned bucket
+    where the user ``alice`` may use objects under ``home/alice/`` and list that prefix only: the
+    common institutional grant. ``admin`` may do anything (for the test's own looks)."""
+
+    server: S3Server
+    bucket: str
+    prefix: str
+    alice: tuple[str, str]
+    admin: tuple[str, str]
+
+    def env(self, endpoint: str | None = None, who: str = "alice") -> dict[str, str]:
+        key, secret = self.alice if who == "alice" else self.admin
+        return {**self.server.env(endpoint), "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret}
+
+    def client(self, who: str = "admin") -> Any:
+        import boto3
+        from botocore.config import Config
+
+        key, secret = self.alice if who == "alice" else self.admin
+        return boto3.client(
+            "s3",
+            endpoint_url=self.server.endpoint,
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            config=Config(signature_version="s3v4", s3={"addressing_style": "path"}),
+        )
+
+
+def prefix_policy(bucket: str, prefix: str) -> dict[str, Any]:
+    """``s3:*Object`` on ``bucket/prefix*`` and ``s3:ListBucket`` with an ``s3:prefix`` condition.
+    moto checks the actions and resources but not the condition (it has no value for
+    ``s3:prefix``): :class:`PrefixGate` refuses listings outside the prefix as AWS would."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": ["s3:*Object"], "Resource": [f"arn:aws:s3:::{bucket}/{prefix}*"]},
+            {
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": [f"arn:aws:s3:::{bucket}"],
+                "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            },
+        ],
+    }
+
+
+_prefix_account: PrefixAccount | None = None
+
+
+def prefix_account() -> PrefixAccount:
+    """The IAM-enforcing moto (started once per test run), its bucket and two users."""
+    global _prefix_account
+    with _lock:
+        if _prefix_account is not None:
+            return _prefix_account
+        import json
+        import urllib.request
+
+        import boto3
+
+        server = S3Server("moto").start()
+        bucket = f"lab-{uuid.uuid4().hex[:12]}"
+        prefix = "home/alice/"
+        s3 = server.client()
+        s3.create_bucket(Bucket=bucket)
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+        iam = boto3.client(
+            "iam",
+            endpoint_url=server.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name="us-east-1",
+        )
+        keys: dict[str, tuple[str, str]] = {}
+        for user, policy in (
+            ("alice", prefix_policy(bucket, prefix)),
+            ("admin", {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}),
+        ):
+            iam.create_user(UserName=user)
+            iam.put_user_policy(UserName=user, PolicyName=PREFIX_POLICY, PolicyDocument=json.dumps(policy))
+            made = iam.create_access_key(UserName=user)["AccessKey"]
+            keys[user] = (made["AccessKeyId"], made["SecretAccessKey"])
+        # From here on every request is authenticated and authorised against IAM.
+        req = urllib.request.Request(
+            f"{server.endpoint}/moto-api/reset-auth",
+            data=b"0",
+            method="POST",
+            headers={"Content-Type": "text/plain"},  # not a form: moto reads the raw body
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            resp.read()
+        _prefix_account = PrefixAccount(server, bucket, prefix, keys["alice"], keys["admin"])
+        return _prefix_account

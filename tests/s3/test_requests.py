@@ -47,11 +47,15 @@ def _copy_in(backend: S3Backend, key: str, data: bytes) -> None:
 
 def test_small_uploads_into_a_new_folder_cost_one_put_each(server: S3Server, backend: S3Backend) -> None:
     count = _Count(backend)
-    backend.conditional_writes()  # probed once per backend, not per file
-    support(backend.conn)  # so is what the store checks (checksums.py)
+    support(backend.conn)  # what the store checks, probed once per backend (checksums.py)
     with pytest.raises(NotFound):
         backend.stat("new/folder")  # the folder's own task: HEAD + listing, once
     count.take()
+    # The first no-overwrite upload tells whether the store honours If-None-Match (probes.py):
+    # HEAD, PUT, then the same PUT once more, which such a store refuses.
+    _copy_in(backend, "new/folder/first.txt", b"x" * 100)
+    assert count.take() == ["HEAD first.txt", "PUT first.txt", "PUT first.txt"]
+    assert backend.conditional_known()
     for i in range(3):
         _copy_in(backend, f"new/folder/f{i}.txt", b"x" * 100)
     calls = count.take()

@@ -104,9 +104,16 @@ class S3Backend(Backend):
         self.known.note_written(key)
 
     def conditional_writes(self) -> bool:
-        """Whether the store refuses a PUT with ``If-None-Match: *`` onto an existing key (probed
-        once): where it does, a no-overwrite commit needs no HEAD first."""
+        """Whether the store is known to refuse a PUT with ``If-None-Match: *`` onto an existing
+        key (:mod:`~ferry.backends.s3.probes`): where it does, a no-overwrite commit needs no HEAD
+        first."""
         return self.probes.conditional_writes()
+
+    def conditional_known(self) -> bool:
+        return self.probes.conditional_known()
+
+    def learn_conditional(self, honoured: bool) -> None:
+        self.probes.learn_conditional(honoured)
 
     def object_exists(self, key: str) -> bool:
         return self.conn.object_exists(key)
@@ -395,7 +402,7 @@ class S3Backend(Backend):
             if existing.is_dir and exist_ok:
                 return
             raise AlreadyExists(f"Already exists: {self.display(key)}")
-        if not self.probes.keeps_markers():
+        if not self.probes.keeps_markers(posixpath.dirname(key)):
             return  # this store keeps no folder markers: a folder exists once something is in it
         self.note_written(key + "/")
         try:

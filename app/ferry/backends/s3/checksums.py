@@ -28,6 +28,7 @@ from ferry.backends.s3.client import is_aws
 from ferry.backends.s3.connection import S3Connection
 from ferry.backends.s3.errors import DIGEST_REFUSALS, error_code
 from ferry.backends.s3.lean import Fallback
+from ferry.backends.s3.probes import NO_ETAG
 
 
 @dataclass(frozen=True)
@@ -98,10 +99,20 @@ def _probe_md5(conn: S3Connection, folder: str) -> bool:
     return bool(_probe(conn, "ContentMD5", folder))
 
 
+# The probe PUT carries ``If-Match`` with an ETag no object has: a store that honours it (AWS,
+# moto, MinIO) stores nothing whatever the checksum says, so a probe that got past the checksum
+# leaves no object, no version and no delete marker behind, even in a versioned bucket where the
+# user may not delete versions. Its answer then is "no such key" (or "precondition failed").
+_PASSED_CHECKSUM = ("NoSuchKey", "PreconditionFailed")
+
+
 def _probe(conn: S3Connection, param: str, folder: str = "") -> bool | None:
     """PUT a throw-away object with a deliberately wrong ``param``: True when refused as a digest
-    mismatch (the store checks it), False when stored (deleted again at once), None when refused
-    for any other reason (the header itself is not understood, no write permission, ...)."""
+    mismatch (the store checks it), False when it got past the checksum (stopped by the If-Match
+    no object satisfies, or stored and deleted again at once: by its version where the bucket
+    keeps versions), None when refused for any other reason (the header itself is not
+    understood, no write permission, ...). A store that weighs the condition before the checksum
+    is judged not to check: Ferry then claims less, never more."""
     body = b"ferry checksum probe"
     wrong = hashlib.sha256(b"not " + body).digest() if param == "ChecksumSHA256" else hashlib.md5(b"not").digest()
     key = f"{folder + '/' if folder else ''}.ferry-probe-{uuid.uuid4().hex[:12]}"
@@ -109,27 +120,32 @@ def _probe(conn: S3Connection, param: str, folder: str = "") -> bool | None:
     if lean is not None and lean.enabled:
         header = "x-amz-checksum-sha256" if param == "ChecksumSHA256" else "Content-MD5"
         try:
-            status, code = lean.probe("PUT", conn.bucket, key, {header: b64(wrong)}, body)
+            status, code, version = lean.probe("PUT", conn.bucket, key, {header: b64(wrong), "If-Match": NO_ETAG}, body)
         except Fallback:
-            status, code = 0, ""  # connection trouble: botocore below, with its retries
+            status, code, version = 0, "", ""  # connection trouble: botocore below, with its retries
         if 200 <= status < 300:
-            try:
-                lean.probe("DELETE", conn.bucket, key, {})
-            except Fallback:
-                _delete_quietly(conn, key)
+            _delete_probe(conn, key, version)
             return False
         if 300 <= status < 500:  # else (busy, redirected, no answer) botocore retries and decides
-            return True if code in DIGEST_REFUSALS else None
+            return _judge(code)
     try:
-        conn.client.put_object(Bucket=conn.bucket, Key=key, Body=body, **{param: b64(wrong)})
+        resp = conn.client.put_object(Bucket=conn.bucket, Key=key, Body=body, IfMatch=NO_ETAG, **{param: b64(wrong)})
     except Exception as exc:
-        return True if error_code(exc) in DIGEST_REFUSALS else None
-    _delete_quietly(conn, key)
+        return _judge(error_code(exc))
+    _delete_probe(conn, key, str(resp.get("VersionId") or ""))
     return False
 
 
-def _delete_quietly(conn: S3Connection, key: str) -> None:
+def _judge(code: str) -> bool | None:
+    if code in DIGEST_REFUSALS:
+        return True
+    return False if code in _PASSED_CHECKSUM else None
+
+
+def _delete_probe(conn: S3Connection, key: str, version: str) -> None:
+    """Remove a probe the store kept (it ignored If-Match): by its version where it has one, so a
+    versioned bucket keeps neither the probe nor a delete marker."""
     try:
-        conn.client.delete_object(Bucket=conn.bucket, Key=key)
+        conn.delete_object(key, version)
     except Exception:
         pass

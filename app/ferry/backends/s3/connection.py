@@ -29,8 +29,8 @@ from ferry.backends.s3.client import (
     make_client,
     make_session,
 )
-from ferry.backends.s3.errors import error_code, http_status, map_error
-from ferry.backends.s3.lean import Fallback, LeanClient, lean_client_at
+from ferry.backends.s3.errors import ServiceAnswer, error_code, http_status, map_error
+from ferry.backends.s3.lean import Fallback, LeanClient, canonical_query, lean_client_at
 from ferry.backends.s3.settings import S3Settings
 from ferry.core.address import Address
 from ferry.core.errors import FerryError, NotFound, Transient
@@ -229,15 +229,25 @@ class S3Connection:
             raise err from exc
         return True
 
-    def delete_object(self, key: str) -> None:
+    def delete_object(self, key: str, version: str = "") -> None:
+        """DeleteObject; with ``version`` (not "null") that version for good, leaving no delete
+        marker in a versioned bucket."""
+        version = "" if version == "null" else version
         lean = self._usable_lean()
         if lean is not None:
             try:
-                lean.delete_object(self.bucket, key)
-                return
+                if not version:
+                    lean.delete_object(self.bucket, key)
+                    return
+                status, code, _ = lean.probe(
+                    "DELETE", self.bucket, key, {}, query=canonical_query({"versionId": version})
+                )
+                if 200 <= status < 300:
+                    return
+                raise ServiceAnswer(code, status)
             except Fallback:
                 pass
-        self.client.delete_object(Bucket=self.bucket, Key=key)
+        self.client.delete_object(Bucket=self.bucket, Key=key, **({"VersionId": version} if version else {}))
 
     def upload_part(
         self,

@@ -311,13 +311,16 @@ class LeanClient:
                 raise LeanError(code, status, message)
         raise Fallback(str(status))  # botocore words it (and retries what it should)
 
-    def probe(self, method: str, bucket: str, key: str, headers: dict[str, str], body: bytes = b"") -> tuple[int, str]:
+    def probe(
+        self, method: str, bucket: str, key: str, headers: dict[str, str], body: bytes = b"", query: str = ""
+    ) -> tuple[int, str, str]:
         """One request whose answer the caller judges itself (the checksum probe of
-        :mod:`ferry.backends.s3.checksums`): the status, and the error code of an answer that is no
-        success. Raises :class:`Fallback` only for connection trouble."""
-        status, _, data = self._request(method, bucket, key, headers, body, hashlib.sha256(body).hexdigest())
+        :mod:`ferry.backends.s3.checksums`): the status, the error code of an answer that is no
+        success, and the version id a versioned bucket gave what was stored ("" if none). Raises
+        :class:`Fallback` only for connection trouble."""
+        status, got, data = self._request(method, bucket, key, headers, body, hashlib.sha256(body).hexdigest(), query)
         code = _error_code(data)[0] if status >= 300 and isinstance(data, bytes) else ""
-        return status, code
+        return status, code, str(got.get("x-amz-version-id", ""))
 
     # -- the requests --
     def put_object(self, bucket: str, key: str, body: bytes, kw: Mapping[str, Any]) -> dict[str, Any]:
@@ -445,6 +448,8 @@ def put_headers(kw: Mapping[str, Any], body: bytes) -> tuple[dict[str, str], str
             sha_hex = base64.b64decode(str(value)).hex()
         elif name == "IfNoneMatch":
             headers["If-None-Match"] = str(value)
+        elif name == "IfMatch":
+            headers["If-Match"] = str(value)
         elif name == "Metadata":
             for mk, mv in dict(value).items():
                 if not str(mv).isascii():

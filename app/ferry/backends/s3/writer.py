@@ -46,6 +46,7 @@ from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
 _KMS = ("aws:kms", "aws:kms:dsse")
+_LEARN_MAX = 1 << 20  # the repeated PUT that tells whether If-None-Match is honoured: small bodies only
 
 
 class Bucket(Protocol):
@@ -60,6 +61,10 @@ class Bucket(Protocol):
     def exists(self, path: str) -> bool: ...
 
     def conditional_writes(self) -> bool: ...
+
+    def conditional_known(self) -> bool: ...
+
+    def learn_conditional(self, honoured: bool) -> None: ...
 
     def copy_object(self, src_key: str, dst_key: str, size: int) -> None: ...
 
@@ -571,6 +576,22 @@ class S3Writer(Writer):
             raise ChecksumMismatch(wrong)
         self.evidence = tuple(evidence)
         self.verified_note = _note(checked, matched)
+        self._learn_conditional(cond, body, kw)
+
+    def _learn_conditional(self, cond: dict[str, Any], body: bytes, kw: dict[str, Any]) -> None:
+        """A no-overwrite PUT (``cond``) once more, onto the object it just made, until the store
+        has shown whether it honours If-None-Match (see :mod:`~ferry.backends.s3.probes`): refused
+        (412), it does; stored, it does not, and holds the same bytes as before. No throw-away
+        object anywhere."""
+        if not cond or self._b.conditional_known() or len(body) > _LEARN_MAX:
+            return
+        try:
+            self._c.put_object(self.final_path, body, kw)
+        except Exception as exc:
+            if isinstance(self._c.err(exc, self._c.display(self.final_path)), AlreadyExists):
+                self._b.learn_conditional(True)
+            return  # anything else tells nothing: HEAD before the next commits, as until now
+        self._b.learn_conditional(False)
 
     def _remove_landed(self) -> None:
         """Delete what this writer just put under its key (it failed the after-check)."""
