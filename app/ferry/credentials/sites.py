@@ -351,6 +351,34 @@ def _line_of_site(text: str, name: str) -> int | None:
     return None
 
 
+def _endpoint_of(site: Site) -> str:
+    """A saved S3 site's server, as compared between sites ("" for AWS or the profile's own)."""
+    return (site.options.get("endpoint_url") or "").strip().rstrip("/").lower()
+
+
+def s3_site_for_bucket(sites: list[Site], bucket: str, endpoint: str | None) -> Site | None:
+    """The saved site an ``s3://bucket`` address without a site name uses (a queued job records
+    no site name): the S3 site on that bucket, and never a silent pick.
+
+    * ``endpoint`` (``AWS_ENDPOINT_URL``/``AWS_ENDPOINT_URL_S3``, given for this command) wins: a
+      site on that bucket at another server is not used; one at the same server lends its options.
+    * Otherwise sites on one bucket name at different servers are an error naming them: the same
+      bucket name on two servers is two different buckets.
+    """
+    candidates = [s for s in sites if s.address.startswith("s3://") and s.base_address().host == bucket]
+    if endpoint:
+        wanted = endpoint.strip().rstrip("/").lower()
+        return next((s for s in candidates if _endpoint_of(s) == wanted), None)
+    servers = {_endpoint_of(s) for s in candidates}
+    if len(servers) > 1:
+        named = ", ".join(f"'{s.name}' ({s.options.get('endpoint_url') or 'AWS'})" for s in candidates)
+        raise UsageError(
+            f"Saved sites on s3://{bucket} point at different servers: {named}. Name the site "
+            f"(SITE:path), or set AWS_ENDPOINT_URL for this command"
+        )
+    return candidates[0] if candidates else None
+
+
 def resolve_address(text: str) -> Address:
     """Parse what the user typed, resolving ``NAME:path`` through the saved sites, then through
     ssh_config host aliases (``cluster:/scratch/me``, as scp and rsync understand it)."""

@@ -166,20 +166,22 @@ def settings_for(address: Address, environ: Mapping[str, str]) -> S3Settings:
     none, and the environment. A job records ``s3://bucket/key`` without the site name, so a
     backend for a bucket without a site name looks for a saved S3 site on that bucket (that is
     what makes ``ferry queue run`` reach the same custom endpoint the ``ferry cp`` did)."""
-    from ferry.credentials.sites import SiteStore
+    from ferry.credentials.sites import Site, SiteStore, s3_site_for_bucket
 
     site = None
+    saved: list[Site] = []
     try:
         store = SiteStore()
         if address.site:
             site = store.get(address.site)
         elif address.host:
-            candidates = [
-                s for s in store.list() if s.address.startswith("s3://") and s.base_address().host == address.host
-            ]
-            site = candidates[0] if candidates else None
+            saved = store.list()
     except FerryError:
         site = None  # a broken sites.toml must not stop plain environment-configured access
+    if saved:
+        # An endpoint given for this command is never overridden by a site for the same bucket
+        # name; sites on one bucket name at two servers are an error, never a silent pick.
+        site = s3_site_for_bucket(saved, address.host, AwsEnvironment.from_env(environ).endpoint_url)
     opts: dict[str, str] = dict(site.options) if site is not None else {}
     secret = None
     if site is not None and opts.get("access_key_id"):
