@@ -41,7 +41,7 @@ from ferry.backends.base import ResumeSlot, Writer
 from ferry.backends.s3.checksums import Support, composite_sha256, same_composite, support
 from ferry.backends.s3.connection import S3Connection
 from ferry.backends.s3.multipart import choose_part_size, list_parts, multipart_etag
-from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, UsageError
+from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
@@ -169,6 +169,9 @@ class S3Writer(Writer):
         # underneath) per small file was a measurable part of the writer's set-up.
         self._inflight: threading.BoundedSemaphore | None = None
         self._failed: BaseException | None = None
+        # The first part the store refused as damaged on the way: what the file fails as, whatever
+        # the other parts met afterwards (see _send_part).
+        self._refusal: ChecksumMismatch | None = None
         self._done = False
         self._copy_source: tuple[str, int] | None = None
         # What the store confirmed for this upload, set by commit (base.Writer): empty until then.
@@ -440,8 +443,9 @@ class S3Writer(Writer):
     def _send_part(self, n: int, chunk: bytes | bytearray, md5: bytes, sha: bytes | None, what: str) -> Any:
         """UploadPart; a part the store refuses as damaged on the way is sent once more. rclone
         serve s3 drops the whole upload after such a refusal: the second try then meets
-        NoSuchUpload, and the part fails as the checksum refusal it was (the copy starts the file
-        over), not as an upload that vanished."""
+        NoSuchUpload (or a closed connection), and the part fails as the checksum refusal it was
+        (the copy starts the file over), not as an upload that vanished. The other parts in flight
+        meet the same; :meth:`_wait_parts` reports the refusal for them too."""
         refused: FerryError | None = None
         for _ in range(2):
             try:
@@ -457,10 +461,13 @@ class S3Writer(Writer):
             except Exception as exc:
                 err = self._c.err(exc, f"uploading {what}")
                 if refused is not None:
-                    raise (refused if isinstance(err, NotFound) else err) from exc
+                    raise refused from exc  # what follows a refusal comes from it
                 if not isinstance(err, ChecksumMismatch):
                     raise err from exc
                 refused = err
+                with self._lock:
+                    if self._refusal is None:
+                        self._refusal = err
         assert refused is not None
         raise refused
 
@@ -472,6 +479,10 @@ class S3Writer(Writer):
             except BaseException:
                 pass
         if self._failed is not None:
+            if self._refusal is not None and not isinstance(self._failed, ChecksumMismatch):
+                # A part refused as damaged, and the store then dropped the upload: other parts
+                # met NoSuchUpload or a closed connection first. The refusal is why the file failed.
+                self._failed = self._refusal
             raise self._failed
 
     def set_copy_source(self, key: str, size: int) -> None:
