@@ -483,6 +483,10 @@ _EXERCISED = {
     "multipart_write",  # test_multipart_write_of_many_parts_arrives_intact
     "presign",  # test_presigned_download_link_serves_the_bytes
     "source_evidence",  # test_source_evidence_matches_the_bytes_and_refuses_others
+    "modes",  # test_folder_modes
+    "hard_links",  # test_hard_links
+    "sparse",  # test_sparse_writes_read_back_the_same
+    "xattrs",  # test_xattrs
 }
 _INFORMATIONAL = {"slow_hash"}  # a cost hint for the planner; no behaviour to observe
 # A new flag with no check yet goes here: then no backend may claim it until it brings one.
@@ -766,6 +770,66 @@ def test_set_mtime_within_declared_precision(site: Site, when: datetime) -> None
     w.commit(overwrite=False, mtime=when)
     got = b.stat(site.path("g")).mtime
     assert got is not None and abs((got - when).total_seconds()) <= precision
+
+
+def test_folder_modes(site: Site) -> None:
+    b = site.backend
+    b.mkdir(site.path("d"))
+    if not b.capabilities.modes:
+        with pytest.raises(Unsupported):
+            b.set_mode(site.path("d"), 0o2750)
+        return
+    b.set_mode(site.path("d"), 0o2750)
+    assert b.stat(site.path("d")).mode == 0o2750
+
+
+def test_hard_links(site: Site) -> None:
+    b = site.backend
+    put(site, site.path("f"), b"linked")
+    if not b.capabilities.hard_links:
+        with pytest.raises(Unsupported):
+            b.hard_link(site.path("f"), site.path("g"))
+        return
+    b.hard_link(site.path("f"), site.path("g"))
+    with pytest.raises(AlreadyExists):
+        b.hard_link(site.path("f"), site.path("g"))
+    put(site, site.path("h"), b"other")
+    b.hard_link(site.path("f"), site.path("h"), overwrite=True)
+    for name in ("g", "h"):
+        e = b.stat(site.path(name))
+        assert (e.nlink, e.inode, get(site, site.path(name))) == (3, b.stat(site.path("f")).inode, b"linked")
+
+
+def test_sparse_writes_read_back_the_same(site: Site) -> None:
+    data = b"\0" * (1 << 20) + b"middle" + b"\0" * 70_000
+    w = site.backend.open_write(site.path("s"), size=len(data), token="sp")
+    claimed = w.set_sparse()
+    assert claimed == site.backend.capabilities.sparse
+    for i in range(0, len(data), 100_000):
+        w.write(data[i : i + 100_000])
+    w.finish()
+    w.commit(overwrite=False)
+    assert get(site, site.path("s")) == data
+
+
+def test_xattrs(site: Site) -> None:
+    b = site.backend
+    put(site, site.path("f"), b"x")
+    b.mkdir(site.path("d"))
+    if not b.capabilities.xattrs:
+        with pytest.raises(Unsupported):
+            b.get_xattrs(site.path("f"))
+        return
+    refused = b.set_xattrs(site.path("d"), {"user.ferry-test": b"1"})
+    if refused:
+        pytest.skip("this file system keeps no user xattrs")
+    assert b.get_xattrs(site.path("d"))["user.ferry-test"] == b"1"
+    w = b.open_write(site.path("g"), size=1, token="xa")
+    assert w.set_xattrs({"user.ferry-test": b"2"}) == []
+    w.write(b"y")
+    w.finish()
+    w.commit(overwrite=False)
+    assert b.get_xattrs(site.path("g"))["user.ferry-test"] == b"2"
 
 
 def test_mtime_precision_is_sane(site: Site) -> None:

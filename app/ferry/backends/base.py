@@ -16,7 +16,7 @@ import posixpath
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import TracebackType
 from typing import Any, ClassVar, Protocol, Self, cast
@@ -49,6 +49,21 @@ class Entry:
     mode: int | None = None
     hashes: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, str] = field(default_factory=dict)
+    # The modification time in nanoseconds where the backend knows it more exactly than ``mtime``
+    # (a datetime holds microseconds): local disks, S3 objects with Ferry's or rclone's metadata.
+    mtime_ns: int | None = None
+    # Local files: (device, inode) and the number of names the file has, so one job keeps hard
+    # links as links; and whether it has holes (fewer blocks allocated than its size).
+    inode: tuple[int, int] | None = None
+    nlink: int = 1
+    sparse: bool = False
+
+    @property
+    def exact_mtime_ns(self) -> int | None:
+        """The modification time in nanoseconds: exact where known, else from ``mtime``."""
+        if self.mtime_ns is not None:
+            return self.mtime_ns
+        return datetime_ns(self.mtime) if self.mtime is not None else None
 
     @property
     def is_dir(self) -> bool:
@@ -57,6 +72,21 @@ class Entry:
     @property
     def is_file(self) -> bool:
         return self.kind is Kind.FILE
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def datetime_ns(when: datetime) -> int:
+    """``when`` in nanoseconds since the epoch, through integer microseconds: float seconds would
+    round wrongly for dates far from 1970."""
+    delta = when - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+
+
+def ns_datetime(ns: int) -> datetime:
+    """Nanoseconds since the epoch as an aware UTC datetime (microseconds: what a datetime holds)."""
+    return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
 @dataclass(frozen=True)
@@ -79,6 +109,12 @@ class Capabilities:
     empty_dirs: bool = True
     set_mtime: bool = False
     mtime_precision: float = 1.0  # seconds
+    # Folders keep permission bits (set_mode). Files say so per file (Writer.set_mode: set on
+    # the file, or stored with it as S3 metadata); a destination that cannot keep them says so.
+    modes: bool = False
+    hard_links: bool = False  # hard_link(): one job's hard links stay links
+    sparse: bool = False  # writes runs of zeros of a sparse source as holes
+    xattrs: bool = False  # get_xattrs()/set_xattrs() and Writer.set_xattrs (local disks)
     case_insensitive: bool = False
     max_connections: int | None = None  # None: no limit of the backend's own
     # The store keeps evidence about its objects' bytes (S3 ETags and checksums): the backend is a
@@ -158,9 +194,27 @@ class Writer(ABC):
         """Before anything is written: the copy's own hash of the stream, for a writer whose
         destination check is its own (S3: Content-MD5 and ETags), so the bytes are hashed once."""
 
-    def set_mtime(self, mtime: datetime | None) -> None:  # noqa: B027 - optional override
-        """Before anything is written: the time to store with the data, for a writer whose
-        metadata goes with its first request (an S3 multipart upload)."""
+    def set_mtime(self, mtime: datetime | None, mtime_ns: int | None = None) -> None:  # noqa: B027
+        """Before anything is written: the time to store with the data (``mtime_ns`` when known
+        to the nanosecond), for a writer whose metadata goes with its first request (an S3
+        multipart upload) or that sets it more exactly than ``commit``'s datetime (local disks)."""
+
+    def set_mode(self, mode: int, *, umask: bool = False) -> bool:
+        """Before anything is written: the permission bits (``stat.S_IMODE``) the file gets under
+        its final name, set at commit or stored as metadata; with ``umask`` as a new file made
+        there with those bits gets them (less the destination's umask, no setuid, setgid or
+        sticky bit). False where this destination cannot keep them (the copy says so)."""
+        return False
+
+    def set_sparse(self) -> bool:
+        """Before anything is written: the source has holes; runs of zero blocks are written as
+        holes. False where this destination cannot (the copy says so)."""
+        return False
+
+    def set_xattrs(self, attrs: Mapping[str, bytes]) -> list[str]:
+        """Before commit: extended attributes (POSIX ACLs among them) to set on the file. Returns
+        the names that could not be kept (every one where the destination has none)."""
+        return sorted(attrs)
 
     @abstractmethod
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
@@ -427,6 +481,22 @@ class Backend(ABC):
 
     def set_mtime(self, path: str, mtime: datetime) -> None:
         raise Unsupported(f"{self.scheme} cannot set modification times")
+
+    def set_mode(self, path: str, mode: int) -> None:
+        """Permission bits of a folder (``capabilities.modes``); never through a link."""
+        raise Unsupported(f"{self.scheme} cannot set permissions")
+
+    def hard_link(self, existing: str, path: str, *, overwrite: bool = False) -> None:
+        """``path`` as another name of the file at ``existing`` (``capabilities.hard_links``)."""
+        raise Unsupported(f"{self.scheme} cannot make hard links")
+
+    def get_xattrs(self, path: str) -> dict[str, bytes]:
+        """Extended attributes of ``path``, not following a link (``capabilities.xattrs``)."""
+        raise Unsupported(f"{self.scheme} has no extended attributes")
+
+    def set_xattrs(self, path: str, attrs: Mapping[str, bytes]) -> Sequence[str]:
+        """Set extended attributes on a folder; returns the names not kept."""
+        raise Unsupported(f"{self.scheme} has no extended attributes")
 
     def confined(self, roots: Sequence[str]) -> Backend:
         """This backend as one job writes through it, ``roots`` being the job's destination

@@ -28,10 +28,20 @@ import stat as stat_mod
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime
 
-from ferry.backends.base import Backend, Capabilities, Entry, Kind, Reader, Writer, temp_name
+from ferry.backends.base import (
+    Backend,
+    Capabilities,
+    Entry,
+    Kind,
+    Reader,
+    Writer,
+    datetime_ns,
+    ns_datetime,
+    temp_name,
+)
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import AlreadyExists, FerryError, LinkInTheWay, UnsafeName, from_oserror
@@ -68,13 +78,58 @@ def _map_error(exc: OSError, path: str) -> FerryError:
 
 
 def _mtime(st: os.stat_result) -> datetime:
-    return datetime.fromtimestamp(st.st_mtime_ns / 1e9, UTC)
+    return ns_datetime(st.st_mtime_ns)  # exact to the microsecond; Entry.mtime_ns holds the rest
 
 
-def _ns(mtime: datetime) -> int:
-    # Via integer microseconds: float seconds would round ns wrongly for dates far from 1970.
-    delta = mtime - datetime(1970, 1, 1, tzinfo=UTC)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1000
+_ns = datetime_ns
+_BLOCK = 4096  # runs of zeros of a sparse source are skipped (left as holes) in whole blocks
+_ZEROS = bytes(_BLOCK)
+_UMASK: list[int] = []
+
+
+def _umask() -> int:
+    """This process's umask, read once (from /proc where Linux has it: setting it to read it
+    would race with other threads creating files)."""
+    if not _UMASK:
+        found = None
+        try:
+            with open("/proc/self/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"Umask:"):
+                        found = int(line.split()[1], 8)
+        except (OSError, ValueError, IndexError):
+            found = None
+        if found is None:
+            found = os.umask(0o022)
+            os.umask(found)
+        _UMASK.append(found)
+    return _UMASK[0]
+
+
+def _xattrs_of(ref: str | int, dir_fd: int | None = None) -> dict[str, bytes]:
+    """Extended attributes (POSIX ACLs among them) of a path, a name in ``dir_fd``, or an open file."""
+    if isinstance(ref, int):
+        names = os.listxattr(ref)
+        return {n: os.getxattr(ref, n) for n in names}
+    if dir_fd is not None:
+        fd = os.open(ref, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+        try:
+            return _xattrs_of(fd)
+        finally:
+            os.close(fd)
+    names = os.listxattr(ref, follow_symlinks=False)
+    return {n: os.getxattr(ref, n, follow_symlinks=False) for n in names}
+
+
+def _set_xattrs(fd: int, attrs: Mapping[str, bytes]) -> list[str]:
+    """Set ``attrs`` on an open file; the names the file system or our privileges refused."""
+    refused = []
+    for name, value in attrs.items():
+        try:
+            os.setxattr(fd, name, value)
+        except OSError:
+            refused.append(name)
+    return refused
 
 
 def _close(fd: int | None) -> None:
@@ -101,6 +156,7 @@ def _entry(path: str, name: str, st: os.stat_result, ref: str | None = None, dir
             target = None
     elif kind is Kind.SPECIAL:
         meta["special"] = _special_kind(mode)
+    regular = kind is Kind.FILE
     return Entry(
         path=path,
         name=name,
@@ -110,6 +166,10 @@ def _entry(path: str, name: str, st: os.stat_result, ref: str | None = None, dir
         link_target=target,
         mode=stat_mod.S_IMODE(mode),
         meta=meta,
+        mtime_ns=st.st_mtime_ns,
+        inode=(st.st_dev, st.st_ino) if regular else None,
+        nlink=st.st_nlink if regular else 1,
+        sparse=regular and st.st_blocks * 512 < st.st_size,
     )
 
 
@@ -366,6 +426,9 @@ class LocalWriter(Writer):
             self._close_dir()
             raise _map_error(exc, final_path) from exc
         self.written = self.offset
+        self._mode: int | None = None  # set at commit (set_mode)
+        self._mtime_ns: int | None = None  # exact time for commit (set_mtime)
+        self._sparse = False  # zero blocks skipped as holes (set_sparse)
         self._check: _WriteCheck | None = None
         self._readback: _ReadBack | None = None
         if readback:
@@ -410,10 +473,51 @@ class LocalWriter(Writer):
         fd, self._dir = self._dir, None
         _close(fd)
 
+    def set_mtime(self, mtime: datetime | None, mtime_ns: int | None = None) -> None:
+        self._mtime_ns = mtime_ns
+
+    def set_mode(self, mode: int, *, umask: bool = False) -> bool:
+        self._mode = mode & 0o777 & ~_umask() if umask else stat_mod.S_IMODE(mode)
+        return True
+
+    def set_sparse(self) -> bool:
+        self._sparse = True
+        return True
+
+    def set_xattrs(self, attrs: Mapping[str, bytes]) -> list[str]:
+        return _set_xattrs(self.fd, attrs)
+
+    def _write_sparse(self, view: memoryview) -> None:
+        """Write ``view`` at ``written``, leaving whole zero blocks (aligned in the file) as
+        holes; the file is extended over a hole at its end, so its size is always ``written``."""
+        pos, end, i = self.written, len(view), 0
+        run = 0  # start of the data run not yet written
+        hole_at_end = False
+        while i < end:
+            stop = min(end, i + _BLOCK - (pos + i) % _BLOCK)
+            zero = stop - i == _BLOCK and _ZEROS.startswith(view[i:stop])
+            if zero:
+                self._pwrite_all(view[run:i], pos + run)
+                run = stop
+            hole_at_end = zero
+            i = stop
+        self._pwrite_all(view[run:end], pos + run)
+        self.written = pos + end
+        if hole_at_end and os.fstat(self.fd).st_size < self.written:
+            os.ftruncate(self.fd, self.written)
+
+    def _pwrite_all(self, view: memoryview, at: int) -> None:
+        while view:
+            n = os.pwrite(self.fd, view, at)
+            view, at = view[n:], at + n
+
     def write(self, data: bytes | bytearray | memoryview) -> None:
         whole = view = memoryview(data)
         start = self.written
         try:
+            if self._sparse:
+                self._write_sparse(view)
+                view = view[len(view) :]
             while view:
                 n = os.write(self.fd, view)
                 view = view[n:]
@@ -426,7 +530,12 @@ class LocalWriter(Writer):
             self._readback.advance(self.written)
 
     def write_from_fd(self, src_fd: int, offset: int, count: int) -> int:
-        """Kernel-side copy (copy_file_range); returns bytes copied, 0 at end of file."""
+        """Kernel-side copy (copy_file_range); returns bytes copied, 0 at end of file. A sparse
+        source is read and written here instead, so its holes stay holes."""
+        if self._sparse:
+            data = os.pread(src_fd, count, offset)
+            self.write(data)
+            return len(data)
         try:
             n = os.copy_file_range(src_fd, self.fd, count, offset)
         except OSError as exc:
@@ -473,8 +582,10 @@ class LocalWriter(Writer):
         # included, as a name: never what a link points to.
         d = self._dir
         try:
+            if self._mode is not None:
+                os.fchmod(self.fd, self._mode)
             if mtime is not None:
-                ns = _ns(mtime)
+                ns = self._mtime_ns if self._mtime_ns is not None else _ns(mtime)
                 os.utime(self.fd, ns=(ns, ns))
             self._close()
             if overwrite:
@@ -544,7 +655,11 @@ class LocalBackend(Backend):
         readback=True,
         symlinks=os.name == "posix",
         set_mtime=True,
-        mtime_precision=1e-6,
+        mtime_precision=1e-9,
+        modes=os.name == "posix",
+        hard_links=os.name == "posix",
+        sparse=os.name == "posix",
+        xattrs=hasattr(os, "setxattr"),
         case_insensitive=sys.platform in ("darwin", "win32"),
     )
 
@@ -721,6 +836,71 @@ class LocalBackend(Backend):
             raise _map_error(exc, path) from exc
         finally:
             _close(fd)
+
+    def _open_folder(self, path: str) -> int:
+        """A descriptor of the folder at ``path``, never through a final link."""
+        fd, ref = self._at(path)
+        try:
+            return os.open(ref, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
+
+    def set_mode(self, path: str, mode: int) -> None:
+        """Permission bits (setgid and sticky included) of the folder at ``path``."""
+        fd = self._open_folder(path)
+        try:
+            os.fchmod(fd, stat_mod.S_IMODE(mode))
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            os.close(fd)
+
+    def hard_link(self, existing: str, path: str, *, overwrite: bool = False) -> None:
+        """``path`` as another name of ``existing``: never through a link, and (without
+        ``overwrite``) never replacing what stands at ``path``."""
+        sfd, sref = self._at(existing)
+        try:
+            dfd, dref = self._at(path)
+        except BaseException:
+            _close(sfd)
+            raise
+        try:
+            if not overwrite:
+                os.link(sref, dref, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+                return
+            folder, name = os.path.split(dref)
+            temp = os.path.join(folder, temp_name(name, "link"))
+            try:
+                os.unlink(temp, dir_fd=dfd)
+            except FileNotFoundError:
+                pass
+            os.link(sref, temp, src_dir_fd=sfd, dst_dir_fd=dfd, follow_symlinks=False)
+            os.replace(temp, dref, src_dir_fd=dfd, dst_dir_fd=dfd)
+        except FileExistsError as exc:
+            raise AlreadyExists(f"Already exists: {path}") from exc
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(sfd)
+            _close(dfd)
+
+    def get_xattrs(self, path: str) -> dict[str, bytes]:
+        fd, ref = self._at(path)
+        try:
+            return _xattrs_of(ref, fd)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(fd)
+
+    def set_xattrs(self, path: str, attrs: Mapping[str, bytes]) -> Sequence[str]:
+        fd = self._open_folder(path)
+        try:
+            return _set_xattrs(fd, attrs)
+        finally:
+            os.close(fd)
 
     def free_space(self, path: str) -> int | None:
         try:

@@ -70,6 +70,7 @@ class _Node:
 @dataclass(eq=False)
 class _File(_Node):
     data: bytearray = field(default_factory=bytearray)
+    mode: int | None = None  # permission bits, when a copy kept them (Writer.set_mode)
 
 
 @dataclass(eq=False)
@@ -84,7 +85,7 @@ class _Link(_Node):
 
 def _entry(path: str, name: str, node: _Node) -> Entry:
     if isinstance(node, _File):
-        return Entry(path=path, name=name, kind=Kind.FILE, size=len(node.data), mtime=node.mtime)
+        return Entry(path=path, name=name, kind=Kind.FILE, size=len(node.data), mtime=node.mtime, mode=node.mode)
     if isinstance(node, _Dir):
         return Entry(path=path, name=name, kind=Kind.DIR, size=None, mtime=node.mtime)
     assert isinstance(node, _Link)
@@ -294,6 +295,13 @@ class MemoryWriter(Writer):
         h.update(stored)
         return h.hexdigest()
 
+    _mode: int | None = None
+
+    def set_mode(self, mode: int, *, umask: bool = False) -> bool:
+        """Kept with the file as given (a store of this process has no umask of its own)."""
+        self._mode = mode & 0o777 if umask else mode
+        return True
+
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
         if self._done:
             raise ValueError("commit of a committed or aborted writer")
@@ -314,6 +322,7 @@ class MemoryWriter(Writer):
                     raise _map_error(errno.EISDIR, self.final_path)
             if mtime is not None:
                 self._node.mtime = _utc(mtime)
+            self._node.mode = self._mode
             del tparent.children[tname]
             parent.children[name] = self._node
             parent.mtime = tparent.mtime = _now()

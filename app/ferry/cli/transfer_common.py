@@ -62,6 +62,19 @@ def add_job_options(p: argparse.ArgumentParser, *, timing: bool, move: str | Non
     )
     p.add_argument("--no-preserve-times", action="store_true", help="do not copy modification times")
     p.add_argument(
+        "--no-preserve-permissions",
+        action="store_true",
+        help="give files the permissions a new file gets at the destination: the source's read, write and "
+        "execute bits less the destination's umask (as cp without -p); by default they are kept as they are, "
+        "setuid, setgid and sticky bits included (as cp -p, rsync -a)",
+    )
+    p.add_argument(
+        "--xattrs",
+        action="store_true",
+        help="also copy extended attributes and POSIX ACLs (between local disks); what the destination "
+        "refuses is reported per file",
+    )
+    p.add_argument(
         "--patience",
         metavar="DURATION",
         help="keep retrying network outages, refused connections and busy servers for this long, "
@@ -148,6 +161,8 @@ def job_options(args: argparse.Namespace, *, bwlimit: str | None = None) -> JobO
         window=str(parse_window(window)) if window else None,
         start_at=parse_start_at(start_at).timestamp() if start_at else None,
         preserve_mtime=not args.no_preserve_times,
+        preserve_permissions=not getattr(args, "no_preserve_permissions", False),
+        xattrs=bool(getattr(args, "xattrs", False)),
         move=bool(getattr(args, "move", False)),
         allow_unverified_move=bool(getattr(args, "allow_unverified_move", False)),
         patience=parse_duration(args.patience) if getattr(args, "patience", None) else None,

@@ -29,12 +29,23 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import Cancelled, NotFound
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence, Level, Verification
-from ferry.transfers.copy import CopyContext, Outcome, _open_writer, _stat_or_none, run_task, unchecked
+from ferry.transfers.copy import (
+    CopyContext,
+    Outcome,
+    _open_writer,
+    _stat_or_none,
+    keep_attributes,
+    run_task,
+    unchecked,
+)
 from ferry.transfers.store import Task
 
 # Files up to this size are batched. 1 MiB files gain too: 100 x 1 MiB down 0.90 s batched vs
 # 1.15 s per file (interleaved, quiet machine), up the same either way.
 SMALL_FILE = (2 << 20) + (64 << 10)
+# The permission bits a file extracted from an upload batch gets (sftp/batches.py's MEMBER_MODE):
+# a file whose bits are to be kept and differ goes per file, where they are set.
+_MEMBER_MODE = 0o644
 MAX_FILES = 200  # per batch: one exec of tar with 200 files took 67 ms (one took 6.7 ms)
 MAX_BYTES = 16 << 20  # per download batch: all of it is held in memory once (per worker)
 # Per upload batch (sources are read as they are sent, so this is not held in memory). Each batch
@@ -228,6 +239,8 @@ def _outgoing(
             continue  # per file: it reports the problem in its own words
         if not source.is_file or source.size is None or source.size > SMALL_FILE:
             continue
+        if source.nlink > 1 or (ctx.options.preserve_permissions and source.mode not in (None, _MEMBER_MODE)):
+            continue  # per file: its permissions set as they are, its other names reported
         sent.append((i, _Outgoing(ctx, source, algo, cancel)))
     return sent
 
@@ -313,6 +326,7 @@ def _write_local(
         return None
     try:
         with writer:
+            lost, notes = keep_attributes(ctx, entry, writer)
             if hasher is not None:
                 writer.compare_writes(hasher)  # the read-back compares with ``data``, not hashes again
             writer.write(data)
@@ -340,4 +354,4 @@ def _write_local(
             return None
     ctx.accounting.add_bytes(len(data))
     ctx.accounting.file_finished("done")
-    return Outcome("done", verified, src_hash), None
+    return Outcome("done", verified.with_note("; ".join(notes)), src_hash, not_kept=lost), None

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from ferry.backends.base import (
@@ -36,6 +37,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
     AlreadyExists,
     ChecksumMismatch,
+    FerryError,
     LinkInTheWay,
     NotFound,
     Transient,
@@ -93,6 +95,15 @@ AskFn = Callable[[Conflict], "Answer | str"]
 _ASKING = threading.Lock()
 
 
+class NotKept(StrEnum):
+    """What of a file's metadata its copy could not keep (the note beside says why)."""
+
+    PERMISSIONS = "permissions"
+    HOLES = "holes"  # a sparse source's holes: every byte written
+    HARD_LINK = "hard-link"  # copied as a file of its own, not as another name of its twin
+    XATTRS = "xattrs"  # extended attributes (POSIX ACLs among them)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How one task ended, as values: ``done`` with its Verification, or ``skipped`` with a reason."""
@@ -102,6 +113,7 @@ class Outcome:
     hash: str | None = None  # the stream's hash, when one was computed and checked
     dst: str | None = None  # set when the policy renamed the destination
     skip_reason: SkipReason | None = None
+    not_kept: tuple[NotKept, ...] = ()  # said in the verification's note too
 
     @property
     def hash_algo(self) -> str | None:
@@ -141,6 +153,43 @@ class _Tee:
         return self._hasher.hexdigest()
 
 
+@dataclass
+class _Twin:
+    """The first file of a set of hard links this job copies: the others wait for it, then
+    become other names of its copy."""
+
+    src: str
+    done: threading.Event = field(default_factory=threading.Event)
+    dst: str | None = None  # its copy, once committed
+    outcome: Outcome | None = None
+
+
+class _HardLinks:
+    """One job's hard links by (device, inode) of the source: the first name is copied, the
+    others linked to its copy (or reported where the destination cannot link)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.first: dict[tuple[int, int], _Twin] = {}
+
+    def claim(self, inode: tuple[int, int], src: str) -> tuple[_Twin, bool]:
+        """The twin for ``inode`` and whether this caller is the first (and copies it)."""
+        with self.lock:
+            twin = self.first.get(inode)
+            if twin is not None:
+                return twin, False
+            twin = self.first[inode] = _Twin(src)
+            return twin, True
+
+    def settle(self, inode: tuple[int, int], twin: _Twin) -> None:
+        """The first name's attempt ended: the others may go on. One that failed is forgotten,
+        so the next name (or its own retry) copies the file and the rest link to that."""
+        with self.lock:
+            if twin.dst is None and self.first.get(inode) is twin:
+                del self.first[inode]
+        twin.done.set()
+
+
 class _LinkDecisions:
     """What this run decided for each symbolic link found inside the destination where a folder
     must go (True: the link itself was replaced), so the folder's own task and the tasks of
@@ -161,6 +210,7 @@ class CopyContext:
     ask: AskFn | None = None
     store: Store | None = None  # for writers that keep resume state in the queue (S3 UploadId)
     links: _LinkDecisions = field(default_factory=_LinkDecisions)
+    hard_links: _HardLinks = field(default_factory=_HardLinks)
 
 
 class _TaskSlot:
@@ -222,7 +272,85 @@ def _make_dir(task: Task, ctx: CopyContext) -> Outcome:
         raise AlreadyExists(f"A file is in the way of folder {ctx.dst.display(task.dst)}")
     if existing is None:
         ctx.dst.mkdir(task.dst, parents=True, exist_ok=True)
-    return Outcome("done", FOLDER)
+    lost, notes = _keep_folder_attributes(task, ctx, existing)
+    return Outcome("done", FOLDER.with_note("; ".join(notes)), not_kept=lost)
+
+
+_OWNER_WX = 0o300  # a folder the job fills must stay writable and searchable by its owner
+
+
+def _keep_folder_attributes(
+    task: Task, ctx: CopyContext, existing: Entry | None
+) -> tuple[tuple[NotKept, ...], list[str]]:
+    """The source folder's permission bits (setgid included) and, with ``--xattrs``, its extended
+    attributes, set on the folder just made (or found): what could not be kept is returned."""
+    opts = ctx.options
+    if not ((opts.preserve_permissions and ctx.src.capabilities.modes) or opts.xattrs):
+        return (), []  # (S3 prefixes have no permissions: no request to find none)
+    try:
+        source = ctx.src.stat(task.src)
+    except NotFound:
+        return (), []
+    lost: list[NotKept] = []
+    notes: list[str] = []
+    if opts.preserve_permissions and source.mode is not None:
+        mode = source.mode
+        if not ctx.dst.capabilities.modes:
+            lost.append(NotKept.PERMISSIONS)
+            notes.append(f"permissions {mode:04o} not kept: {ctx.dst.scheme} folders have none")
+        else:
+            if mode & _OWNER_WX != _OWNER_WX:
+                lost.append(NotKept.PERMISSIONS)
+                notes.append(f"permissions {mode:04o} kept as {mode | _OWNER_WX:04o}: the folder must stay writable")
+                mode |= _OWNER_WX
+            if existing is None or existing.mode != mode:
+                ctx.dst.set_mode(task.dst, mode)
+    if opts.xattrs:
+        refused = _copy_xattrs(ctx, source, lambda attrs: ctx.dst.set_xattrs(task.dst, attrs))
+        if refused:
+            lost.append(NotKept.XATTRS)
+            notes.append(refused)
+    return tuple(lost), notes
+
+
+def _copy_xattrs(ctx: CopyContext, source: Entry, put: Callable[[dict[str, bytes]], Sequence[str]]) -> str:
+    """``--xattrs``: the source's extended attributes handed to ``put``; a sentence for people
+    about what was not kept (empty when everything was)."""
+    if not (ctx.src.capabilities.xattrs and ctx.dst.capabilities.xattrs):
+        return f"extended attributes not copied: only between local disks ({ctx.src.scheme} to {ctx.dst.scheme})"
+    try:
+        attrs = ctx.src.get_xattrs(source.path)
+    except FerryError as exc:
+        return f"extended attributes not read: {exc.message}"
+    if not attrs:
+        return ""
+    refused = put(attrs)
+    if refused:
+        return f"extended attributes not kept (refused by the destination): {', '.join(refused)}"
+    return ""
+
+
+def keep_attributes(ctx: CopyContext, source: Entry, writer: Writer) -> tuple[tuple[NotKept, ...], list[str]]:
+    """Before anything is written: the source's time, permission bits, holes and (``--xattrs``)
+    extended attributes handed to the writer. Returns what the destination cannot keep, with a
+    sentence for people each."""
+    opts = ctx.options
+    if opts.preserve_mtime:
+        writer.set_mtime(source.mtime, source.mtime_ns)  # S3 multipart: metadata goes with the first request
+    lost: list[NotKept] = []
+    notes: list[str] = []
+    if source.mode is not None and not writer.set_mode(source.mode, umask=not opts.preserve_permissions):
+        lost.append(NotKept.PERMISSIONS)
+        notes.append(f"permissions {source.mode:04o} not kept: {ctx.dst.scheme} cannot store them")
+    if source.sparse and not writer.set_sparse():
+        lost.append(NotKept.HOLES)
+        notes.append(f"holes not kept: {ctx.dst.scheme} stores every byte")
+    if opts.xattrs:
+        refused = _copy_xattrs(ctx, source, writer.set_xattrs)
+        if refused:
+            lost.append(NotKept.XATTRS)
+            notes.append(refused)
+    return tuple(lost), notes
 
 
 def _replaced(task: Task, ctx: CopyContext, link: str) -> bool:
@@ -445,13 +573,57 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
             folder, name = ctx.dst.split(dst)
             ctx.dst.rename(dst, ctx.dst.join(folder, temp_name(name, str(task.id))), overwrite=True)
 
+    outcome = _copy_or_link(task, ctx, source, dst, overwrite, resume, cancel)
+    ctx.accounting.file_finished("done")
+    return outcome if dst == task.dst else replace(outcome, dst=dst)
+
+
+def _copy_or_link(
+    task: Task, ctx: CopyContext, source: Entry, dst: str, overwrite: bool, resume: bool, cancel: CancelToken
+) -> Outcome:
+    """A file with other names in this job (hard links): the first name is copied, the others
+    become other names of that copy where the destination can link; elsewhere each is copied
+    and its record says it is no longer a link."""
+    if source.inode is None or source.nlink < 2:
+        return _copy_twice(task, ctx, source, dst, overwrite, resume, cancel)
+    twin, first = ctx.hard_links.claim(source.inode, source.path)
+    if first:
+        try:
+            outcome = _copy_twice(task, ctx, source, dst, overwrite, resume, cancel)
+            twin.dst, twin.outcome = dst, outcome
+        finally:
+            ctx.hard_links.settle(source.inode, twin)
+        return outcome
+    if ctx.dst.capabilities.hard_links:
+        while not twin.done.wait(0.2):  # its first name is being copied right now
+            cancel.check()
+        if twin.dst is not None and twin.outcome is not None:
+            try:
+                ctx.dst.hard_link(twin.dst, dst, overwrite=overwrite)
+            except NotFound:  # its folder's own task may still be waiting for another worker
+                ctx.dst.mkdir(ctx.dst.split(dst)[0], parents=True, exist_ok=True)
+                ctx.dst.hard_link(twin.dst, dst, overwrite=overwrite)
+            ctx.accounting.add_bytes(source.size or 0)
+            v = twin.outcome.verification.with_note(f"a hard link to {ctx.dst.display(twin.dst)}, as at the source")
+            return Outcome("done", v, twin.outcome.hash, not_kept=twin.outcome.not_kept)
+        why = f"{ctx.src.display(twin.src)}, another name of this file, was not copied"
+    else:
+        why = f"{ctx.dst.scheme} cannot make hard links"
+    outcome = _copy_twice(task, ctx, source, dst, overwrite, resume, cancel)
+    note = f"a hard link of {ctx.src.display(twin.src)} at the source, copied as a file of its own: {why}"
+    return replace(
+        outcome, verification=outcome.verification.with_note(note), not_kept=(*outcome.not_kept, NotKept.HARD_LINK)
+    )
+
+
+def _copy_twice(
+    task: Task, ctx: CopyContext, source: Entry, dst: str, overwrite: bool, resume: bool, cancel: CancelToken
+) -> Outcome:
     try:
-        outcome = _transfer(task, ctx, source, dst, overwrite, resume, cancel)
+        return _transfer(task, ctx, source, dst, overwrite, resume, cancel)
     except ChecksumMismatch:
         # Once more from zero: a flipped bit in transit should not fail an overnight run.
-        outcome = _transfer(task, ctx, source, dst, overwrite, False, cancel)
-    ctx.accounting.file_finished("done")
-    return outcome if dst == task.dst else Outcome(outcome.state, outcome.verification, outcome.hash, dst)
+        return _transfer(task, ctx, source, dst, overwrite, False, cancel)
 
 
 def _open_writer(ctx: CopyContext, dst: str, source: Entry, token: str, resume: bool, readback: str | None) -> Writer:
@@ -516,8 +688,7 @@ def _transfer(
     progress = _Progress(ctx.accounting, task.job_id, task.id)
     try:
         with writer:
-            if opts.preserve_mtime:
-                writer.set_mtime(source.mtime)  # S3 multipart: metadata goes with the first request
+            lost, notes = keep_attributes(ctx, source, writer)
             copier = ctx.src.features.server_copier
             if algo is None and copier is not None and ctx.src.endpoint == ctx.dst.endpoint:
                 moved = _server_side(copier, ctx, source, writer, progress, cancel)
@@ -529,7 +700,7 @@ def _transfer(
         raise
     if opts.verify != "none" and verification.level is not Level.CHECKSUM:
         _check_landed_size(ctx, dst, size)
-    return Outcome("done", verification, moved.src_hash)
+    return Outcome("done", verification.with_note("; ".join(notes)), moved.src_hash, not_kept=lost)
 
 
 def _server_side(

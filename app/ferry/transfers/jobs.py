@@ -80,6 +80,10 @@ def prepare(sources: list[str], dest: str, options: JobOptions, pool: BackendPoo
     """:func:`prepare_job`, plus what the options need of the request (a move's sources must be
     deletable, and a service that moves the bytes itself must be accepted for a move)."""
     srcs, dst, roots = prepare_job(sources, dest, options.recursive, pool)
+    if options.xattrs:
+        from ferry.transfers.planner import check_xattrs
+
+        check_xattrs(roots)
     if options.move:
         check_move(options, roots)
     return Prepared(srcs, dst, roots)

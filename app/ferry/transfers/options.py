@@ -68,6 +68,10 @@ class JobOptions:
     window: str | None = None  # "HH:MM-HH:MM", local time
     start_at: float | None = None  # epoch seconds
     preserve_mtime: bool = True
+    # Permission bits as they are at the source (cp -p); False: as a new file gets them at the
+    # destination (the source's bits less the destination's umask, as cp without -p).
+    preserve_permissions: bool = True
+    xattrs: bool = False  # extended attributes and POSIX ACLs, between local disks
     label: str = ""
     # Move: each source is deleted by the engine once its copy reached checksum level and the
     # source still hashes the same; folders once everything in them was moved.

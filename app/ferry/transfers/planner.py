@@ -153,6 +153,19 @@ class Root:
     rel: str  # the target's name relative to the folder it lands in (manifest paths)
 
 
+def check_xattrs(roots: Iterable[Root]) -> None:
+    """``--xattrs`` copies extended attributes between local disks: refuse it, before anything
+    changes, where an end has none to read or set (rather than drop them file by file)."""
+    for root in roots:
+        for backend in (root.src_backend, root.dst_backend):
+            if not backend.capabilities.xattrs:
+                raise UsageError(
+                    f"--xattrs copies extended attributes and ACLs between local disks only; "
+                    f"{backend.display(root.dst_path if backend is root.dst_backend else root.src.path)} "
+                    f"is on {backend.scheme}"
+                )
+
+
 def _same_tree(a: Backend, b: Backend) -> bool:
     return a.endpoint == b.endpoint
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from ferry.backends.base import Entry, Kind
+from ferry.backends.base import Entry, Kind, ns_datetime
 from ferry.backends.s3.names import encode_name
 from ferry.backends.s3.restore import ARCHIVE_CLASSES, restore_state
 from ferry.core.cancel import CancelToken
@@ -48,6 +48,8 @@ def named(
     storage_class: str = "",
     extra: Mapping[str, str] | None = None,
     hashes: Mapping[str, str] | None = None,
+    mtime_ns: int | None = None,
+    mode: int | None = None,
 ) -> Entry:
     """An entry for ``key`` whose last segment is ``raw``: its name mapped or refused, and a note
     when it differs from an earlier name of the same listing (``seen``) only in case."""
@@ -78,11 +80,20 @@ def named(
         name=name,
         kind=kind,
         size=size if kind is Kind.FILE else None,
-        # Whole seconds: listings carry milliseconds, HEAD's Last-Modified does not.
-        mtime=mtime.astimezone(UTC).replace(microsecond=0) if mtime else None,
+        mtime=_when(mtime, mtime_ns),
+        mtime_ns=mtime_ns,
+        mode=mode,
         hashes=dict(hashes or {}),
         meta=meta,
     )
+
+
+def _when(mtime: datetime | None, mtime_ns: int | None) -> datetime | None:
+    """A time stored in the object's metadata is the source's own, as exact as it was stored;
+    else whole seconds: listings carry milliseconds, HEAD's Last-Modified does not."""
+    if mtime_ns is not None:
+        return ns_datetime(mtime_ns)
+    return mtime.astimezone(UTC).replace(microsecond=0) if mtime else None
 
 
 def folder(p: str, raw: str, seen: dict[str, str]) -> Entry:
@@ -200,14 +211,68 @@ def bucket_entries(resp: Mapping[str, Any]) -> Iterator[Entry]:
         yield Entry(path=b["Name"], name=b["Name"], kind=Kind.DIR, mtime=created.astimezone(UTC) if created else None)
 
 
+# The file attributes kept with an object, as rclone writes them (``x-amz-meta-mtime``: seconds
+# since the epoch with nine decimals; ``x-amz-meta-mode``: octal with the file type, as its
+# ``--metadata`` does). s3cmd's ``x-amz-meta-s3cmd-attrs`` (``mode:33188/mtime:1700000000/...``,
+# decimal) is read too.
+_GIGA = 1_000_000_000
+
+
+def attribute_metadata(mtime: datetime | None, mtime_ns: int | None, mode: int | None) -> dict[str, str]:
+    """``mtime`` (exact to the nanosecond when ``mtime_ns`` is given) and ``mode`` as metadata."""
+    out: dict[str, str] = {}
+    if mtime_ns is not None:
+        sign, ns = ("-", -mtime_ns) if mtime_ns < 0 else ("", mtime_ns)
+        out["mtime"] = f"{sign}{ns // _GIGA}.{ns % _GIGA:09d}"
+    elif mtime is not None:
+        out["mtime"] = f"{mtime.timestamp():.9f}"
+    if mode is not None:
+        out["mode"] = f"0{0o100000 | (mode & 0o7777):o}"
+    return out
+
+
+def _seconds_ns(raw: str) -> int | None:
+    """``1700000000.123456789`` (or any decimal number of seconds) as exact nanoseconds."""
+    text = raw.strip()
+    sign = -1 if text.startswith("-") else 1
+    whole, _, frac = text.lstrip("+-").partition(".")
+    if whole.isdigit() and (not frac or frac.isdigit()):
+        return sign * (int(whole) * _GIGA + int((frac + "000000000")[:9]))
+    try:
+        return round(float(text) * _GIGA)
+    except (ValueError, OverflowError):
+        return None
+
+
+def stored_attributes(head: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """(mtime in nanoseconds, permission bits) from an object's metadata, where it has them."""
+    meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
+    s3cmd = dict(p.partition(":")[::2] for p in str(meta.get("s3cmd-attrs", "")).split("/") if ":" in p)
+    raw_mtime = meta.get("mtime") or s3cmd.get("mtime")
+    mtime_ns = _seconds_ns(raw_mtime) if raw_mtime else None
+    if mtime_ns is not None:
+        try:
+            ns_datetime(mtime_ns)
+        except (OverflowError, ValueError):
+            mtime_ns = None  # no time a datetime can hold: Last-Modified stands
+    mode = None
+    try:
+        if meta.get("mode"):
+            mode = int(meta["mode"], 8) & 0o7777
+        elif s3cmd.get("mode"):
+            mode = int(s3cmd["mode"]) & 0o7777
+    except ValueError:
+        mode = None
+    return mtime_ns, mode
+
+
 def mtime_from(head: Mapping[str, Any]) -> datetime | None:
     """Ferry's ``mtime`` metadata (rclone's convention) where it stored one, else Last-Modified."""
-    meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
-    raw = meta.get("mtime")
-    if raw:
+    mtime_ns, _ = stored_attributes(head)
+    if mtime_ns is not None:
         try:
-            return datetime.fromtimestamp(float(raw), UTC)
-        except (ValueError, OverflowError):
+            return ns_datetime(mtime_ns)
+        except OverflowError:
             pass
     lm = head.get("LastModified")
     return lm.astimezone(UTC) if isinstance(lm, datetime) else None
@@ -222,6 +287,7 @@ def head_entry(key: str, head: Mapping[str, Any], seen: dict[str, str]) -> Entry
     state = restore_state(head)
     if state != "available":
         extra["restore"] = state
+    mtime_ns, mode = stored_attributes(head)
     return named(
         key,
         posixpath.basename(key),
@@ -233,4 +299,6 @@ def head_entry(key: str, head: Mapping[str, Any], seen: dict[str, str]) -> Entry
         storage_class=head.get("StorageClass") or "STANDARD",
         extra=extra,
         hashes=hashes,
+        mtime_ns=mtime_ns,
+        mode=mode,
     )

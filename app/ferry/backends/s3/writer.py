@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from ferry.backends.base import ResumeSlot, Writer
 from ferry.backends.s3.checksums import Support, composite_sha256, same_composite, support
 from ferry.backends.s3.connection import S3Connection
+from ferry.backends.s3.entries import attribute_metadata
 from ferry.backends.s3.multipart import choose_part_size, list_parts, multipart_etag
 from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
 from ferry.core.hashing import new_hasher
@@ -187,6 +188,8 @@ class S3Writer(Writer):
         self._part_sha = False  # the multipart upload was created with ChecksumAlgorithm=SHA256
         self._part_md5_header = False  # parts go with Content-MD5
         self._mtime: datetime | None = None  # for CreateMultipartUpload's metadata (set_mtime)
+        self._mtime_ns: int | None = None  # the same, exactly, where the source knows it
+        self._mode: int | None = None  # permission bits kept as metadata (set_mode)
         # Whether the queue holds (or held) a row for this task: only then is there a row to clear
         # at the end. A small file sent in one PUT never writes one, so it costs the queue no write
         # transaction (one per file was a quarter of a small-file upload's time, serialised on the
@@ -276,10 +279,23 @@ class S3Writer(Writer):
             return  # not verifying, or bytes already went through our own hasher: keep it
         self._lent, self._hasher = hasher, None
 
-    def set_mtime(self, mtime: datetime | None) -> None:
+    def set_mtime(self, mtime: datetime | None, mtime_ns: int | None = None) -> None:
         """The source's modification time, before the first byte: a multipart upload carries it as
         ``mtime`` metadata from CreateMultipartUpload on, as a single PUT does at commit."""
-        self._mtime = mtime
+        self._mtime, self._mtime_ns = mtime, mtime_ns
+
+    def set_mode(self, mode: int, *, umask: bool = False) -> bool:
+        """Permission bits, kept as ``mode`` metadata (octal with the file type, as rclone's
+        ``--metadata`` writes it) and restored on download. With ``umask`` nothing is stored: a
+        download then gets the bits a new file gets there."""
+        if not umask:
+            self._mode = mode
+        return True
+
+    def _attributes(self, mtime: datetime | None) -> dict[str, str]:
+        """The ``mtime`` and ``mode`` metadata (see :func:`~ferry.backends.s3.entries.attribute_metadata`)."""
+        ns = self._mtime_ns if self._mtime_ns is not None and mtime is not None else None
+        return attribute_metadata(mtime, ns, self._mode)
 
     def _stream_digest(self) -> str | None:
         if self._lent is not None:
@@ -358,8 +374,9 @@ class S3Writer(Writer):
         self._part_sha = checks.multipart_sha256
         if self._part_sha:
             kw["ChecksumAlgorithm"] = "SHA256"
-        if self._mtime is not None:
-            kw["Metadata"] = {"mtime": f"{self._mtime.timestamp():.9f}"}
+        attributes = self._attributes(self._mtime)
+        if attributes:
+            kw["Metadata"] = attributes
         try:
             resp = self._c.client.create_multipart_upload(Bucket=self._c.bucket, Key=self.final_path, **kw)
         except Exception as exc:
@@ -562,8 +579,7 @@ class S3Writer(Writer):
             if checks.checks_md5:
                 checked.append("Content-MD5")
                 evidence.append(Evidence.S3_CONTENT_MD5)
-        if mtime is not None:
-            meta["mtime"] = f"{mtime.timestamp():.9f}"  # rclone's convention: seconds since the epoch
+        meta.update(self._attributes(mtime))  # rclone's conventions: mtime in seconds, mode in octal
         if meta:
             kw["Metadata"] = meta
         resp = self._c.put_object(self.final_path, body, kw)

@@ -36,6 +36,7 @@ class SFTPBackend(Backend):
         symlinks=True,
         set_mtime=True,
         mtime_precision=1.0,
+        modes=True,
         max_connections=9,
     )
 
@@ -265,6 +266,14 @@ class SFTPBackend(Backend):
         with self._host.pool.sftp() as c:
             try:
                 c.utime(wire(path), (ts, ts))
+            except Exception as exc:
+                raise map_error(exc, self.display(path)) from exc
+
+    def set_mode(self, path: str, mode: int) -> None:
+        """A folder's permission bits (setgid included), as ``sftp put -pr`` sets them."""
+        with self._host.pool.sftp() as c:
+            try:
+                c.chmod(wire(path), stat_mod.S_IMODE(mode))
             except Exception as exc:
                 raise map_error(exc, self.display(path)) from exc
 

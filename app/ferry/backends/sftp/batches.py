@@ -518,7 +518,7 @@ def _take_members(
     got: dict[int, Fetched | BaseException],
 ) -> None:
     """Each member asked for into ``got`` (by its index in ``paths``); anything else is skipped."""
-    for name, size, mtime, regular in _members(reader):
+    for name, size, mtime, regular, mode in _members(reader):
         found = rels.get(_norm(name))
         if found is None or found in got or not regular:
             reader.skip(size + (-size % tarfile.BLOCKSIZE))
@@ -529,7 +529,7 @@ def _take_members(
         reader.fill(memoryview(data))
         reader.skip(-size % tarfile.BLOCKSIZE)
         when = datetime.fromtimestamp(int(mtime), UTC)
-        got[found] = (Entry(paths[found], posixpath.basename(paths[found]), Kind.FILE, size, when), data)
+        got[found] = (Entry(paths[found], posixpath.basename(paths[found]), Kind.FILE, size, when, mode=mode), data)
 
 
 def _named_by_tar(
@@ -602,8 +602,8 @@ class _Reader:
 _REGULAR = (tarfile.REGTYPE, tarfile.AREGTYPE, tarfile.CONTTYPE)
 
 
-def _members(reader: _Reader) -> Iterator[tuple[str, int, float, bool]]:
-    """``(name, size, mtime, regular)`` of each member of a tar stream, its data left for the
+def _members(reader: _Reader) -> Iterator[tuple[str, int, float, bool, int]]:
+    """``(name, size, mtime, regular, permission bits)`` of each member of a tar stream, its data left for the
     caller to read (``size`` bytes, then the padding to a whole block). Headers are parsed by
     ``tarfile.TarInfo.frombuf`` (checksum checked); GNU long names (``L``) and pax headers
     (``x``: path, size, mtime) apply to the member after them, as tar writes them. Ends at the
@@ -629,7 +629,7 @@ def _members(reader: _Reader) -> Iterator[tuple[str, int, float, bool]]:
         size = int(pax["size"]) if "size" in pax else info.size
         mtime = float(pax["mtime"]) if "mtime" in pax else float(info.mtime)
         long_name, pax = None, {}
-        yield name, size, mtime, info.type in _REGULAR
+        yield name, size, mtime, info.type in _REGULAR, info.mode & 0o7777
 
 
 def _pax_records(data: bytes) -> dict[str, str]:

@@ -156,14 +156,19 @@ def stat_and_first_read(client: Any, f: Any, offset: int, size: int) -> tuple[An
     return st, head
 
 
-def setstat_then(client: Any, path: bytes, mtime: datetime | None, how: str, new: bytes) -> None:
-    """Set ``path``'s times (if asked) and rename it, both requests in flight at once: one round
-    trip per committed file instead of two. The server answers in order; both answers are read
-    even when the first is an error, so the channel stays in step."""
+def setstat_then(
+    client: Any, path: bytes, mtime: datetime | None, how: str, new: bytes, *, mode: int | None = None
+) -> None:
+    """Set ``path``'s times and permission bits (if asked) and rename it, both requests in flight
+    at once: one round trip per committed file instead of two. The server answers in order; both
+    answers are read even when the first is an error, so the channel stays in step."""
     nums = []
-    if mtime is not None:
+    if mtime is not None or mode is not None:
         attr = adapter.no_attributes()
-        attr.st_atime = attr.st_mtime = int(mtime.timestamp())  # SFTP v3 carries whole seconds
+        if mtime is not None:
+            attr.st_atime = attr.st_mtime = int(mtime.timestamp())  # SFTP v3 carries whole seconds
+        if mode is not None:
+            attr.st_mode = mode
         nums.append(adapter.send(client, adapter.CMD_SETSTAT, path, attr))
     if how == "rename":
         nums.append(adapter.send(client, adapter.CMD_RENAME, path, new))
@@ -179,4 +184,4 @@ def setstat_then(client: Any, path: bytes, mtime: datetime | None, how: str, new
     if errors[-1] is not None:
         raise errors[-1]
     if errors[0] is not None:  # renamed, only the time could not be set: not worth failing the file
-        log.warning("could not set the modification time of %s: %s", from_wire(new), errors[0])
+        log.warning("could not set the modification time or permissions of %s: %s", from_wire(new), errors[0])

@@ -144,6 +144,7 @@ class SFTPWriter(Writer):
     _follow: FollowingHash | None = None
     _sender: Sender | None = None
     _ranges: ParallelRangeWriter | None = None
+    _mode: int | None = None  # permission bits set with the time at commit (set_mode)
     _parallel_used = False  # this file's bytes went out as parallel byte ranges (or began to)
     _resumed_at = 0  # the offset this handle's first WRITE went to (a resumed partial file's size)
     _discard = False  # the partial file goes even on an abort that would keep it (see _failed)
@@ -508,17 +509,27 @@ class SFTPWriter(Writer):
             self._client = self._cm.__enter__()
         return self._client
 
+    def set_mode(self, mode: int, *, umask: bool = False) -> bool:
+        """Set with the time in the commit's SETSTAT (as ``sftp put -p``). With ``umask`` none:
+        the file keeps what the server gave it when it was made (its umask on 0666)."""
+        if not umask:
+            self._mode = stat_mod.S_IMODE(mode)
+        return True
+
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
         try:
             self._close_file()
             c = self._channel()
+            mode = self._mode
             if overwrite:
-                setstat_then(c, wire(self.temp_path), mtime, "posix-rename@openssh.com", wire(self.final_path))
+                setstat_then(
+                    c, wire(self.temp_path), mtime, "posix-rename@openssh.com", wire(self.final_path), mode=mode
+                )
             else:
                 # SFTP's RENAME never replaces (OpenSSH: link()+unlink()): no lstat round trip
                 # first, which also closes the window for a name appearing in between.
                 try:
-                    setstat_then(c, wire(self.temp_path), mtime, "rename", wire(self.final_path))
+                    setstat_then(c, wire(self.temp_path), mtime, "rename", wire(self.final_path), mode=mode)
                 except OSError as exc:
                     try:
                         c.lstat(wire(self.final_path))
