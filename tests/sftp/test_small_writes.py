@@ -329,9 +329,9 @@ def test_connection_dropped_at_commit(
     folder = sshd.mkdir()
     real = protocol_mod.setstat_then  # the function writer_mod imported, before the patch below
 
-    def drop(client: Any, *args: Any) -> None:
+    def drop(client: Any, *args: Any, **kwargs: Any) -> None:
         if renamed:
-            real(client, *args)
+            real(client, *args, **kwargs)
         backend._host.connection._transport.close()
         raise paramiko.SSHException("Server connection dropped")
 
