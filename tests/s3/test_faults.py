@@ -131,7 +131,7 @@ def _client_error(code: str, status: int, headers: dict[str, str] | None = None)
         ("InvalidAccessKeyId", 403, AuthError, "access key is not known"),
         ("SignatureDoesNotMatch", 403, AuthError, "secret key does not match"),
         ("AccessDenied", 403, PermissionDenied, "Permission denied"),
-        ("NoSuchBucket", 404, NotFound, "No such bucket"),
+        ("NoSuchBucket", 404, UsageError, "No such bucket"),  # bad input: refused before queueing
         ("NoSuchKey", 404, NotFound, "No such object"),
         ("SlowDown", 503, Transient, "busy"),
         ("InternalError", 500, Transient, "busy"),

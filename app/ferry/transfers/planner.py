@@ -257,6 +257,9 @@ def _check_destination(dst_backend: Backend, dest: Address, n_sources: int) -> t
     )
     if dst_entry is not None and not dst_entry.is_dir and n_sources > 1:
         raise UsageError(f"Target {dest} is not a folder (several sources need a folder)")
+    if dst_backend.scheme == "s3" and not dest.host:
+        # s3:// alone lists the buckets: nothing can be written there.
+        raise UsageError(f"Name a bucket to copy into: s3://BUCKET/ ('ferry ls s3://' lists yours), not {dest}")
     # S3 keys need no folders above them, and credentials limited to a prefix may not even look
     # above it: the walk up to the nearest existing folder would ask outside the grant.
     if (dst_entry is None or dst_entry.is_dir) and dst_backend.scheme != "s3":

@@ -40,10 +40,11 @@ class Archived(FerryError):
     kind = "archived"
 
 
-class NoSuchBucket(NotFound):
+class NoSuchBucket(UsageError):
     """The bucket itself does not exist (S3's ``NoSuchBucket``), as opposed to a key in it: callers
     decide by this type, never by the words of a message (a key or bucket may well be named
-    "bucket")."""
+    "bucket"). Bad input, not a missing file: a destination in a bucket that does not exist is
+    refused before anything is queued (exit 2), where "not found" would read as "create it"."""
 
 
 class ServiceAnswer(Exception):
