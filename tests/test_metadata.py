@@ -217,8 +217,16 @@ def test_xattrs_refused_by_the_destination_are_reported(ferry: Ferry, tmp_path: 
         assert (ram / "dst" / "f.txt").read_bytes() == b"f"
     finally:
         subprocess.run(["umount", str(ram)], check=True)
-    note = file_events(res.stdout)["dst/f.txt"]["verified"]
-    assert "extended attributes not kept" in note and "user.origin" in note, note
+    event = file_events(res.stdout)["dst/f.txt"]
+    assert "extended attributes not kept" in event["verified"] and "user.origin" in event["verified"], event
+    assert event["not_kept"] == ["xattrs"]
+    # On a terminal (or its log) it is said as it happens, not only in the record.
+    subprocess.run(["mount", "-t", "ramfs", "ramfs", str(ram)], check=True)
+    try:
+        res = ferry.ok("cp", "-r", "--xattrs", src, ram / "dst")
+    finally:
+        subprocess.run(["umount", str(ram)], check=True)
+    assert "copied, not all kept: dst/f.txt: " in res.stderr and "user.origin" in res.stderr, res.stderr
 
 
 def test_queue_add_and_mv_keep_the_new_options(ferry: Ferry, tmp_path: Path, store: Store) -> None:

@@ -307,12 +307,17 @@ class CliListener:
                         "hash": result.hash,
                         "error_kind": result.error_kind,
                         "error": result.error,
+                        "not_kept": list(result.not_kept),
                     }
                 )
         elif result.state == "failed":
             self.output.message(f"failed: {escape_name(task.rel)}: {escape_name(result.error or '')}")
         elif result.state == "skipped" and result.error:
             self.output.message(f"skipped: {escape_name(task.rel)}: {escape_name(result.error)}")
+        elif result.state == "done" and result.not_kept:
+            # Copied and checked, but something of it was not kept (permissions, holes, a hard
+            # link, extended attributes): said as it happens, never only in the record.
+            self.output.message(f"copied, not all kept: {escape_name(task.rel)}: {escape_name(result.verified or '')}")
 
     def job_changed(self, job_id: int, state: str, message: str | None) -> None:
         self.states[job_id] = (state, message)

@@ -735,7 +735,7 @@ class Runner:
             if o.state == "skipped":
                 res = TaskResult.skipped(task.id, attempts, o.skip_reason or SkipReason.POLICY, o.verified)
             else:
-                res = TaskResult.done(task.id, attempts, o.verification, o.hash, dst=o.dst)
+                res = TaskResult.done(task.id, attempts, o.verification, o.hash, dst=o.dst, not_kept=tuple(o.not_kept))
             self.listener.task_finished(run.job.id, task, res)
             return res
         exc = item.error

@@ -263,6 +263,9 @@ class TaskResult:
     level: Level | None = None  # with state "done"
     evidence: tuple[Evidence, ...] = ()
     skip_reason: SkipReason | None = None  # with state "skipped"
+    # With state "done": what of the file's metadata its destination did not keep (the values of
+    # ferry.transfers.copy.NotKept; the note says what and why).
+    not_kept: tuple[str, ...] = ()
 
     @classmethod
     def done(
@@ -272,6 +275,7 @@ class TaskResult:
         v: Verification,
         hash: str | None = None,
         dst: str | None = None,
+        not_kept: tuple[str, ...] = (),
     ) -> TaskResult:
         return cls(
             task_id,
@@ -283,6 +287,7 @@ class TaskResult:
             dst=dst,
             level=v.level,
             evidence=v.evidence,
+            not_kept=not_kept,
         )
 
     @classmethod
