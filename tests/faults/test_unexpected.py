@@ -24,14 +24,16 @@ def test_a_name_that_is_not_utf8_fails_that_file_only(s3_site: S3Site, tmp_path:
     assert res.returncode == 1, describe(res)
     assert "Traceback" not in res.stderr, describe(res)
     (job,) = ferry.jobs()
-    assert job["state"] == "failed" and job["files_done"] == 1 and job["files_failed"] == 1
+    # S3 keys are text: the name is skipped as that one file, typed "unrepresentable", before
+    # anything is sent (tests/s3/test_unrepresentable_names.py); exit 1 says not all was copied.
+    assert job["state"] == "done" and job["files_done"] == 1 and job["files_skipped"] == 1
     client = site.server.client()
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=site.bucket)["Contents"]]
     assert [k for k in keys if not k.endswith("/")] == ["in/src/good.txt"]  # (and a folder marker)
-    shown = ferry("queue", "show", "1")
+    shown = ferry("queue", "show", "--files", "1")
     assert shown.returncode == 0 and "bad\\xff.txt" in shown.stdout, describe(shown)  # as ls -b writes it
     again = ferry("queue", "run")  # the queue is not poisoned for later runs
-    assert again.returncode == 1 and "Traceback" not in again.stderr and "Job 1 failed" in again.stderr, describe(again)
+    assert again.returncode == 0 and "Traceback" not in again.stderr, describe(again)
 
 
 def test_a_source_raising_something_unexpected_fails_that_file_only(site: MemSite, store: Store) -> None:

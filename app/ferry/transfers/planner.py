@@ -107,6 +107,14 @@ def folds_case(backend: Backend, path: str) -> bool:
         path = parent
 
 
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _fold(name: str) -> str:
     return unicodedata.normalize("NFC", name.casefold())
 
@@ -118,6 +126,9 @@ class _Names:
     def __init__(self, dst: Backend, root_path: str) -> None:
         self.limit = name_limit(dst, root_path)
         self.folds = folds_case(dst, root_path)
+        # S3 keys are UTF-8 text: a local name that is not valid UTF-8 (its bytes kept as surrogate
+        # escapes) cannot be one. (SFTP paths are bytes: such names go there as they are.)
+        self.text_only = dst.scheme == "s3"
 
     def refusal(self, name: str, taken: dict[str, str]) -> tuple[SkipReason, str] | None:
         """Why ``name`` cannot land in a folder that already takes ``taken`` (folded: original),
@@ -125,6 +136,10 @@ class _Names:
         reason = unsafe_reason(name)
         if reason:
             return SkipReason.UNSAFE_NAME, reason
+        if self.text_only and not _is_text(name):
+            return SkipReason.UNREPRESENTABLE, (
+                f"name {os.fsencode(name)!r} is not valid UTF-8, and the destination keeps names as text"
+            )
         if self.limit is not None:
             size = len(os.fsencode(name))
             if size > self.limit:
