@@ -55,4 +55,10 @@ def test_a_name_that_is_not_utf8_is_skipped_as_that_one_file(
     before = len(s3ferry.jobs())
     alone = s3ferry("cp", bad, f"s3://{bucket}/one/")
     assert alone.returncode == 2 and "not valid UTF-8" in alone.stderr, describe(alone)
+    # So is a destination or a listing typed with such bytes: one line, no traceback, nothing queued.
+    typed = os.fsdecode(f"s3://{bucket}/in/".encode() + b"caf\xe9.txt")
+    for args in (("cp", src / "good.txt", typed), ("ls", typed)):
+        res = s3ferry(*args)
+        assert res.returncode == 2 and "not valid UTF-8" in res.stderr and "Traceback" not in res.stderr, describe(res)
+        assert len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert len(s3ferry.jobs()) == before

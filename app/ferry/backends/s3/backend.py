@@ -136,7 +136,14 @@ class S3Backend(Backend):
 
     @staticmethod
     def _key(path: str) -> str:
-        return key_of(path)
+        key = key_of(path)
+        if not key.isascii():
+            try:
+                key.encode("utf-8")
+            except UnicodeEncodeError:
+                # A local name's undecodable bytes (surrogate escapes): no S3 key can hold them.
+                raise UsageError(f"S3 keys are UTF-8 text, and {os.fsencode(key)!r} is not valid UTF-8") from None
+        return key
 
     def _prefix(self, path: str) -> str:
         path = self._key(path)
