@@ -2,10 +2,12 @@
 
 Starts an OpenSSH ``sshd`` on 127.0.0.1 (its own host key, client key and config in a temporary
 folder; it logs in the current user with the demo key only) and an S3-compatible server (moto's
-``ThreadedMotoServer``) with a sample bucket. This process is pointed at them through a private
-ssh_config (``FERRY_SSH_CONFIG``, host alias ``ferry-demo``, the host key already trusted) and
-the standard ``AWS_*`` variables, so nothing in the person's own configuration changes. Everything
-is deleted when the window closes. No test code is imported here.
+``ThreadedMotoServer``, from the ``demo`` extra that ``scripts/run.sh`` installs) with a sample
+bucket. This process is pointed at them through a private ssh_config (``FERRY_SSH_CONFIG``, host
+alias ``ferry-demo``, the host key already trusted) and the standard ``AWS_*`` variables, so
+nothing in the person's own configuration changes. Everything is deleted when the window closes,
+and the window does not remember the demo's folders for the next start. No test code is imported
+here.
 """
 
 from __future__ import annotations
@@ -79,7 +81,11 @@ class DemoServers:
             self.problems.append(f"The demo SFTP server did not start: {exc}")
         try:
             self._start_s3()
-        except Exception as exc:  # moto missing or port trouble: the rest of the demo still works
+        except ImportError:  # the demo extra is not installed: say how to get it
+            self.problems.append(
+                "The demo S3 server is not installed: scripts/run.sh --demo installs it (or pip install -e '.[demo]')"
+            )
+        except Exception as exc:  # port trouble: the rest of the demo still works
             self.problems.append(f"The demo S3 server did not start: {exc}")
 
     def stop(self) -> None:
@@ -225,6 +231,7 @@ class DemoServers:
         for pane in (left, right):
             pane.extra_places = places
             pane.reload_places()
+            pane.remember_folder = False  # deleted when the demo ends: the next start keeps the person's own
         if targets:
             right.navigate(targets[0], remember=False)
         hint = "Demo: " + " · ".join([f"left: {self.local}", *(f"try {t}" for t in targets), *self.problems])

@@ -593,8 +593,7 @@ class MainWindow(QMainWindow):
             pane.view.sortByColumn(col, Qt.SortOrder(order))
             if restore and str(s.value(f"panes/{key}/hidden", "false")).lower() == "true":
                 pane.hidden_btn.setChecked(True)
-            if not pane.navigate(where, remember=False):
-                pane.navigate(home, remember=False)
+            pane.open_first(where, home)  # home instead, should the last folder be gone
         if not restore or not s.value("window/seen"):
             self.left.show_hint(
                 "Welcome to Ferry. Add a site (Sites → Site manager…, Ctrl+Shift+M), then drag "
@@ -607,7 +606,7 @@ class MainWindow(QMainWindow):
         s.setValue("window/state", self.saveState())
         s.setValue("window/seen", True)
         for key, pane in (("left", self.left), ("right", self.right)):
-            if pane.address is not None:
+            if pane.address is not None and pane.remember_folder:
                 s.setValue(f"panes/{key}/address", str(pane.address))
             col, order = pane.model.sort_state()
             s.setValue(f"panes/{key}/sort_column", col)

@@ -198,6 +198,10 @@ class Pane(QWidget):
         self.address: Address | None = None
         self.generation = 0
         self.loading = False
+        # The start's folder (the last session's) and where to go if it cannot be listed: the
+        # listing's generation, the folder, the fallback (see open_first).
+        self._fallback: tuple[int, str, str] | None = None
+        self.remember_folder = True  # False: the window does not save this pane's folder (the demo's)
         self._cancel: CancelToken | None = None
         self._back: list[Address] = []
         self._forward: list[Address] = []
@@ -363,6 +367,25 @@ class Pane(QWidget):
         self.path_edit.setFocus()
         self.path_edit.selectAll()
 
+    def open_first(self, target: str, fallback: str) -> None:
+        """Open the folder a start begins in (the last session's). If it cannot be listed (a demo's
+        folder deleted when the demo closed, a site that is gone), open ``fallback`` (the home
+        folder) instead and say why, rather than leave an error where the files should be."""
+        if target != fallback and self.navigate(target, remember=False):
+            self._fallback = (self.generation, target, fallback)
+        else:
+            self.navigate(fallback, remember=False)
+
+    def _fall_back(self, gen: int, exc: BaseException) -> bool:
+        """The start's folder failed: go to the fallback instead (True when it did)."""
+        pending, self._fallback = self._fallback, None
+        if pending is None or pending[0] != gen:
+            return False
+        _gen, gone, home = pending
+        self.navigate(home, remember=False)
+        self.show_hint(f"{gone} could not be opened ({describe(exc)}): showing your home folder instead")
+        return True
+
     def navigate(self, target: str | Address, *, remember: bool = True) -> bool:
         try:
             address = target if isinstance(target, Address) else self.resolve(target)
@@ -465,6 +488,8 @@ class Pane(QWidget):
             return len(everything)
 
         def failed(exc: BaseException) -> None:
+            if gen == self.generation and self._fall_back(gen, exc):
+                return
             if gen == self.generation:
                 self.loading = False
                 self.spinner.hide()
