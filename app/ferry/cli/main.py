@@ -28,7 +28,19 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ferry.cli import cmd_cp, cmd_globus, cmd_hash, cmd_ls, cmd_queue, cmd_s3, cmd_share, cmd_sites, cmd_watch
+    from ferry.cli import (
+        cmd_compare,
+        cmd_cp,
+        cmd_globus,
+        cmd_hash,
+        cmd_ls,
+        cmd_queue,
+        cmd_s3,
+        cmd_share,
+        cmd_sites,
+        cmd_sync,
+        cmd_watch,
+    )
 
     parser = _Parser(
         prog="ferry",
@@ -47,7 +59,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="show technical detail with errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     # One line per command module; each owns its subcommand tree.
-    for module in (cmd_cp, cmd_queue, cmd_watch, cmd_ls, cmd_hash, cmd_sites, cmd_share, cmd_s3, cmd_globus):
+    for module in (
+        cmd_cp,
+        cmd_sync,
+        cmd_compare,
+        cmd_queue,
+        cmd_watch,
+        cmd_ls,
+        cmd_hash,
+        cmd_sites,
+        cmd_share,
+        cmd_s3,
+        cmd_globus,
+    ):
         module.register(sub)
     return parser
 

@@ -1,0 +1,201 @@
+"""``ferry sync SRC DST``: make DST like SRC, one way, as one verified job in the queue.
+
+The whole comparison is made first (nothing changes if a listing fails); what is missing or
+different is copied as one job (finished by ``ferry queue run`` if interrupted); with ``--delete``
+what SRC no longer has is removed from DST only after every copy verified, or moved under
+``--backup-dir``. Exit 0 when DST matches SRC, 1 when a copy failed or something was kept, 2 on
+bad input or a refused deletion (nothing changed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ferry.cli import transfer_common as tc
+from ferry.cli.cmd_compare import BY_HELP
+from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ferry.core.errors import UsageError
+from ferry.core.hashing import VERIFY_MODES
+from ferry.core.units import format_size
+
+if TYPE_CHECKING:
+    from ferry.backends.registry import BackendPool
+    from ferry.core.address import Address
+    from ferry.transfers.options import JobOptions
+    from ferry.transfers.sync import SyncPlan
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return n
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "sync",
+        help="make DEST like SOURCE (one way): copy what is missing or different, verified; --delete the rest",
+        description="Compare SOURCE with DEST (two folders, any sites), then copy what is missing or different "
+        "from DEST as one verified job in the queue (an interrupted sync is finished by 'ferry queue run'). "
+        "With --delete, what SOURCE does not have is removed from DEST, only after every copy verified (one "
+        "failed copy and nothing is deleted), and never when SOURCE is empty or more than half of DEST would "
+        "go (unless --max-delete allows it). Folders are always compared recursively.",
+        epilog="Examples:\n  ferry sync ~/data/run42 /mnt/archive/run42\n"
+        "  ferry sync --delete --backup-dir /mnt/archive/.trash ~/data/run42 /mnt/archive/run42\n"
+        "  ferry sync --dry-run --delete --by checksum results cluster:/scratch/me/results",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("source", metavar="SOURCE", help="the folder to copy from")
+    p.add_argument("dest", metavar="DEST", help="the folder to make like SOURCE (created if missing)")
+    p.add_argument("-r", "-R", "--recursive", action="store_true", help="accepted; sync is always recursive")
+    p.add_argument("--by", choices=("size-mtime", "checksum"), default="size-mtime", help=BY_HELP)
+    p.add_argument(
+        "--delete", action="store_true", help="remove from DEST what SOURCE does not have, after every copy verified"
+    )
+    p.add_argument(
+        "--backup-dir",
+        metavar="DIR",
+        help="with --delete: move what would be deleted into DIR (on DEST's site, outside DEST), keeping its path",
+    )
+    p.add_argument(
+        "--max-delete",
+        type=_count,
+        metavar="N",
+        help="with --delete: refuse (exit 2, nothing changed) to delete more than N files; without it, a sync "
+        "that would delete more than half of DEST's files is refused",
+    )
+    p.add_argument(
+        "--dry-run", "-n", action="store_true", help="print what would be copied, replaced and deleted; change nothing"
+    )
+    p.add_argument(
+        "--verify",
+        choices=VERIFY_MODES,
+        default="sha256",
+        help="how each copy is checked (default: sha256); --delete needs at least size",
+    )
+    tc.add_run_options(p)
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ferry.backends.registry import BackendPool
+    from ferry.transfers import sync
+    from ferry.transfers.compare import By
+    from ferry.transfers.jobs import resolve
+    from ferry.transfers.options import JobOptions
+
+    if args.backup_dir and not args.delete:
+        raise UsageError("--backup-dir keeps what --delete removes: give --delete too")
+    if args.max_delete is not None and not args.delete:
+        raise UsageError("--max-delete limits --delete: give --delete too")
+    if args.delete and args.verify == "none":
+        raise UsageError("--delete removes files only after their copies verified: use --verify sha256, blake3 or size")
+    src, dst = resolve(args.source), resolve(args.dest)
+    backup = resolve(args.backup_dir) if args.backup_dir else None
+    options = JobOptions(recursive=True, verify=args.verify, on_conflict="overwrite", label="sync")
+    with BackendPool() as pool:
+        plan = sync.plan_sync(pool, src, dst, by=By(args.by), delete=args.delete)
+        if args.delete:
+            sync.check_deletions(plan, args.max_delete)
+            sync.check_backup_dir(plan, backup)
+        if args.dry_run:
+            return _dry_run(plan, args.json)
+        return _run(args, pool, plan, options, (src, dst), backup.path if backup else None)
+
+
+def _dry_run(plan: SyncPlan, as_json: bool) -> int:
+    size = 0
+    for action, rel, n in plan.actions:
+        if action.value != "delete":
+            size += n or 0
+        if as_json:
+            print(json.dumps({"event": "plan", "action": action.value, "path": rel, "size": n}, ensure_ascii=False))
+        else:
+            extra = f" ({format_size(n)})" if n is not None and action.value != "delete" else ""
+            print(f"{action.value:7} {tc.escape_name(rel)}{extra}")
+    line = _plan_line(plan) + f", {format_size(size)} to send; dry run: nothing was changed"
+    if as_json:
+        print(json.dumps({"event": "plan-summary", **_plan_counts(plan), "bytes": size}))
+    else:
+        print(line)
+    return EXIT_OK
+
+
+def _plan_counts(plan: SyncPlan) -> dict[str, int]:
+    replace = sum(1 for a, _r, _n in plan.actions if a.value == "replace")
+    return {
+        "copy": plan.copy_files - replace,
+        "replace": replace,
+        "delete": plan.delete_files,
+        "identical": plan.totals.same,
+    }
+
+
+def _plan_line(plan: SyncPlan) -> str:
+    c = _plan_counts(plan)
+    return (
+        f"sync: {c['copy']:,} to copy, {c['replace']:,} to replace, {c['delete']:,} to delete, "
+        f"{c['identical']:,} identical"
+    )
+
+
+def _run(
+    args: argparse.Namespace,
+    pool: BackendPool,
+    plan: SyncPlan,
+    options: JobOptions,
+    ends: tuple[Address, Address],
+    backup: str | None,
+) -> int:
+    from ferry.transfers import sync
+    from ferry.transfers.scheduler import RunConfig, Runner
+    from ferry.transfers.store import Store
+
+    out: dict[str, Any] = {"event": "result", **_plan_counts(plan), "job": None, "deleted": 0, "kept": 0}
+    lines = [_plan_line(plan)]
+    code = EXIT_OK
+    store = Store()
+    try:
+        if plan.tasks:
+            info = {"delete": args.delete, "backup_dir": backup, "deletions": plan.delete_files}
+            job_id = sync.create_sync_job(store, ends[0], ends[1], plan, options, info)
+            out["job"] = job_id
+            runner = Runner(store, RunConfig(job_ids=[job_id], **tc.parallel_config(args.parallel)), pool=pool)
+            output = tc.Output(runner.accounting, as_json=args.json)
+            runner.listener = tc.RunListener(output)
+            summary = tc.run_in_foreground(runner, output)
+            counts = store.outcome_counts(job_id)
+            lines.append(tc.summary_text(runner.accounting.snapshot(), counts, options.verify, job_id))
+            out["outcomes"] = counts.to_json()
+            if summary.stopped == "interrupted":
+                code = EXIT_INTERRUPTED
+            refusal = sync.deletion_refusal(store, job_id, options)
+            if refusal is not None:
+                code = code or EXIT_FAILED
+                if plan.deletions:
+                    lines.append(f"not deleting {plan.delete_files:,} file(s): {refusal}")
+                out["refused"] = refusal
+                return code
+        if plan.deletions:
+            done = sync.apply_deletions(plan, backup)
+            out.update(deleted=done.deleted, kept=done.kept)
+            where = f"moved to {plan.dst_backend.display(backup)}" if backup else "deleted"
+            lines.append(f"{done.deleted:,} file(s) {where}" + (f", {done.kept:,} kept" if done.kept else ""))
+            lines += done.errors[:20]
+            if done.kept:
+                code = EXIT_FAILED
+        return code
+    finally:
+        out["exit_code"] = code
+        if args.json:
+            print(json.dumps(out))
+        else:
+            sys.stderr.write("\n".join(lines) + "\n")
+        store.close()

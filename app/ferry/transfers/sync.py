@@ -1,0 +1,306 @@
+"""One-way sync: the comparison becomes one verified job in the queue, then (``--delete``) what
+the source no longer has is removed from the destination, only once every copy verified.
+
+:func:`plan_sync` runs :func:`ferry.transfers.compare.compare` over the whole of both trees
+before anything changes, so a source listing that fails stops the sync with nothing done, and the
+safety checks (:func:`check_deletions`: an empty source, more deletions than allowed) see the
+whole plan. :func:`create_sync_job` records the copies as an already planned job
+(``jobs.create_job``, then its tasks), so an interrupted sync is finished by ``ferry queue run``
+like any copy; its deletions are made by :func:`apply_deletions` only after the job ended
+``done`` with every file verified, each entry re-checked just before it goes (one that changed
+since the comparison is kept). A sync interrupted before its deletions makes them when run
+again: the comparison then finds the copies in place.
+
+The plan holds the differences (tasks and deletions), never the identical files: its memory is
+proportional to what changed, the comparison's to the depth of the trees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from ferry.backends.base import Backend, Entry, Kind
+from ferry.backends.registry import BackendPool
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import FerryError, NotFound, UsageError, describe
+from ferry.core.outcomes import Level, SkipReason
+from ferry.transfers.compare import By, Item, Side, State, Totals, compare, open_side, sorted_walk
+from ferry.transfers.options import JobOptions
+from ferry.transfers.planner import Root, folds_case, mtime_us, unsafe_reason
+from ferry.transfers.store import NewTask, Store, runner_id
+
+SYNC_KEY = "sync"  # job value: what the sync will do after its copies (for people and `queue show`)
+_BATCH = 2000
+
+
+class Action(StrEnum):
+    COPY = "copy"  # only in the source
+    REPLACE = "replace"  # in both, different
+    DELETE = "delete"  # only in the destination (with --delete)
+
+
+@dataclass
+class SyncPlan:
+    src: Side
+    dst_backend: Backend
+    dst_root: str
+    dst_exists: bool
+    tasks: list[NewTask] = field(default_factory=list)
+    actions: list[tuple[Action, str, int | None]] = field(default_factory=list)  # for the dry run
+    deletions: list[Entry] = field(default_factory=list)  # walk order: a folder before its contents
+    totals: Totals = field(default_factory=Totals)
+    src_files: int = 0
+    dst_files: int = 0
+
+    @property
+    def copy_files(self) -> int:
+        return sum(1 for t in self.tasks if t.kind != "dir" and t.state == "queued")
+
+    @property
+    def delete_files(self) -> int:
+        return sum(1 for e in self.deletions if e.kind is not Kind.DIR)
+
+
+def plan_sync(
+    pool: BackendPool, src: Address, dst: Address, *, by: By, delete: bool, cancel: CancelToken | None = None
+) -> SyncPlan:
+    """Compare the whole of both trees and decide every copy and deletion; changes nothing."""
+    src_b, dst_b = pool.get(src), pool.get(dst)
+    src_side = open_side(src_b, src.path, "Source")
+    if not src_side.is_dir:
+        raise UsageError(f"Sync works on folders: {src} is a file (copy it with 'ferry cp')")
+    if src_b.endpoint == dst_b.endpoint and _overlap(dst_b, src.path, dst.path):
+        raise UsageError(f"{src} and {dst} overlap: sync needs two separate folders")
+    try:
+        dst_side = open_side(dst_b, dst.path, "Destination")
+        exists = True
+    except UsageError:
+        if _exists(dst_b, dst.path):
+            raise
+        dst_side, exists = Side(dst_b, dst.path, True), False
+    if not dst_side.is_dir:
+        raise UsageError(f"Destination {dst} is a file: sync needs a folder")
+    plan = SyncPlan(src_side, dst_b, dst.path, exists)
+    root_rel = dst_b.split(dst.path)[1] or "sync"
+    if exists:
+        items = compare(src_side, dst_side, by=by, recursive=True, cancel=cancel, totals=plan.totals)
+    else:
+        items = _all_new(src_side, cancel)
+    for item in items:
+        plan.totals.add(item)
+        _count(plan, item)
+        _decide(plan, item, root_rel, delete)
+    if delete and folds_case(dst_b, dst.path):
+        _keep_case_twins(plan)
+    return plan
+
+
+def _all_new(side: Side, cancel: CancelToken | None) -> Iterator[Item]:
+    for key, entry in sorted_walk(side.backend, side.root, cancel=cancel):
+        yield Item("/".join(key), State.ONLY_A, entry, None)
+
+
+def _exists(backend: Backend, path: str) -> bool:
+    try:
+        backend.stat(path)
+    except NotFound:
+        return False
+    return True
+
+
+def _overlap(backend: Backend, a: str, b: str) -> bool:
+    a, b = a.rstrip("/") or "/", b.rstrip("/") or "/"
+    sep = os.sep if backend.scheme == "local" else "/"
+    return a == b or a.startswith(b.rstrip(sep) + sep) or b.startswith(a.rstrip(sep) + sep)
+
+
+def _count(plan: SyncPlan, item: Item) -> None:
+    if item.a is not None and item.a.kind is not Kind.DIR:
+        plan.src_files += 1
+    if item.b is not None and item.b.kind is not Kind.DIR:
+        plan.dst_files += 1
+
+
+def _decide(plan: SyncPlan, item: Item, root_rel: str, delete: bool) -> None:
+    if item.state is State.ONLY_B:
+        if delete and item.b is not None:
+            plan.deletions.append(item.b)
+            if item.b.kind is not Kind.DIR:
+                plan.actions.append((Action.DELETE, item.rel, item.b.size))
+        return
+    if item.state is State.SAME or item.a is None:
+        return
+    if item.state is State.DIFFERENT and item.a.kind is Kind.DIR:
+        return  # a folder where the destination has a file: the copies into it fail, saying why
+    # (A file where the destination has a folder is planned too: its copy fails, so no deletion follows.)
+    action = Action.COPY if item.state is State.ONLY_A else Action.REPLACE
+    plan.tasks.append(_task(plan, item, item.a, f"{root_rel}/{item.rel}"))
+    if item.a.kind is not Kind.DIR:
+        plan.actions.append((action, item.rel, item.a.size))
+
+
+def _task(plan: SyncPlan, item: Item, e: Entry, rel: str) -> NewTask:
+    dst_b = plan.dst_backend
+    dst = dst_b.join(plan.dst_root, *item.rel.split("/"))
+    mt = mtime_us(e.mtime)
+    bad = next((r for r in (unsafe_reason(n) for n in item.rel.split("/")) if r), None)
+    if bad:
+        return NewTask(
+            "file", e.path, dst, rel, e.size, mt, state="skipped", error=bad, skip_reason=SkipReason.UNSAFE_NAME
+        )
+    if e.kind is Kind.FILE:
+        return NewTask("file", e.path, dst, rel, e.size, mt)
+    if e.kind is Kind.DIR:
+        return NewTask("dir", e.path, dst, rel, None, mt)
+    if e.kind is Kind.LINK and dst_b.capabilities.symlinks and e.link_target is not None:
+        return NewTask("link", e.path, dst, rel, None, mt, e.link_target)
+    what = "symbolic link: the destination cannot store links" if e.kind is Kind.LINK else "special file"
+    return NewTask(
+        e.kind.value, e.path, dst, rel, None, mt, state="skipped", error=what, skip_reason=SkipReason.UNSUPPORTED_TYPE
+    )
+
+
+def _keep_case_twins(plan: SyncPlan) -> None:
+    """On a destination that does not tell case apart, ``data.txt`` and a copied ``Data.txt`` are
+    one file: deleting the first would delete the copy."""
+    copied = {t.dst.casefold() for t in plan.tasks}
+    plan.deletions = [e for e in plan.deletions if e.path.casefold() not in copied]
+
+
+# ---------------------------------------------------------------- safety
+
+
+def check_deletions(plan: SyncPlan, max_delete: int | None) -> None:
+    """Refuse (UsageError, nothing changed) a deletion that looks like a wrong path."""
+    n = plan.delete_files
+    if not n:
+        return
+    if plan.src_files == 0:
+        raise UsageError(
+            f"The source {plan.src.backend.display(plan.src.root)} is empty: refusing to delete all {n:,} "
+            "file(s) of the destination (sync without --delete, or remove them yourself)"
+        )
+    if max_delete is not None:
+        if n > max_delete:
+            raise UsageError(
+                f"Sync would delete {n:,} file(s), more than --max-delete {max_delete:,}: nothing was changed"
+            )
+        return
+    if n * 2 > plan.dst_files:
+        raise UsageError(
+            f"Sync would delete {n:,} of the destination's {plan.dst_files:,} file(s), more than half: nothing was "
+            f"changed (check the paths; to allow it, add --max-delete {n})"
+        )
+
+
+def check_backup_dir(plan: SyncPlan, backup: Address | None) -> None:
+    """The backup folder must be on the destination's site and outside both trees."""
+    if backup is None:
+        return
+    b = plan.dst_backend
+    if backup.endpoint != b.endpoint:
+        raise UsageError(f"--backup-dir must be on the destination's site ({b.endpoint}), not {backup}")
+    if _overlap(b, backup.path, plan.dst_root):
+        raise UsageError(f"--backup-dir {b.display(backup.path)} must not be inside the destination (or hold it)")
+    if plan.src.backend.endpoint == b.endpoint and _overlap(b, backup.path, plan.src.root):
+        raise UsageError(f"--backup-dir {b.display(backup.path)} must not be inside the source (or hold it)")
+
+
+# ---------------------------------------------------------------- the job
+
+
+def create_sync_job(
+    store: Store, src: Address, dst: Address, plan: SyncPlan, options: JobOptions, info: dict[str, object]
+) -> int:
+    """The copies as one job, already planned, held by this process until its runner starts."""
+    from ferry.transfers.jobs import create_job
+
+    root = Root(
+        plan.src.backend,
+        plan.src.backend.stat(plan.src.root),
+        plan.dst_backend,
+        plan.dst_root,
+        plan.dst_backend.split(plan.dst_root)[1] or "sync",
+    )
+    job_id = create_job(store, [src], dst, [root], options, state="running", runner=runner_id())
+    store.set_job_value(job_id, SYNC_KEY, json.dumps(info, sort_keys=True))
+    for i in range(0, len(plan.tasks), _BATCH):
+        store.add_tasks(job_id, plan.tasks[i : i + _BATCH])
+    store.mark_planned(job_id)
+    return job_id
+
+
+def deletion_refusal(store: Store, job_id: int, options: JobOptions) -> str | None:
+    """Why the deletions may not go ahead (a copy not done, or checked less than asked), or None."""
+    job = store.job(job_id)
+    counts = store.outcome_counts(job_id)
+    if job.state != "done" or counts.failed_total or counts.open or counts.cancelled:
+        return (
+            f"job {job_id} did not verify every copy ({counts.failed_total} failed, {counts.open + counts.cancelled} "
+            "unfinished): nothing was deleted"
+        )
+    need = Level.CHECKSUM if options.hash_algo else Level.SIZE
+    if counts.below(need):
+        return f"{counts.below(need)} copies were checked less than {need.value}: nothing was deleted"
+    return None
+
+
+@dataclass
+class Deleted:
+    deleted: int = 0  # files (and links) removed or moved to the backup folder
+    kept: int = 0  # changed since the comparison, or could not be removed
+    errors: list[str] = field(default_factory=list)
+
+
+def apply_deletions(plan: SyncPlan, backup: str | None) -> Deleted:
+    """Remove (or move under ``backup``) what only the destination has, deepest first. An entry
+    that changed since the comparison is kept."""
+    b = plan.dst_backend
+    out = Deleted()
+    for entry in reversed(plan.deletions):
+        try:
+            if entry.kind is Kind.DIR:
+                _remove_dir(b, entry, backup is not None)
+                continue
+            now = b.stat(entry.path)
+            if now.kind is not entry.kind or now.size != entry.size or now.exact_mtime_ns != entry.exact_mtime_ns:
+                out.kept += 1
+                out.errors.append(f"kept {b.display(entry.path)}: it changed since the comparison")
+                continue
+            if backup is not None:
+                target = b.join(backup, *_rel_parts(b, plan.dst_root, entry.path))
+                b.mkdir(b.split(target)[0], parents=True, exist_ok=True)
+                b.rename(entry.path, target, overwrite=True)
+            else:
+                b.remove(entry.path)
+            out.deleted += 1
+        except NotFound:
+            continue  # already gone: nothing to delete
+        except FerryError as exc:
+            if entry.kind is not Kind.DIR:
+                out.kept += 1
+                out.errors.append(f"could not delete {b.display(entry.path)}: {describe(exc)}")
+    return out
+
+
+def _remove_dir(b: Backend, entry: Entry, quiet: bool) -> None:
+    try:
+        b.remove(entry.path)
+    except FerryError:
+        if not quiet:
+            raise
+
+
+def _rel_parts(b: Backend, root: str, path: str) -> list[str]:
+    parts: list[str] = []
+    while path and path != root:
+        path, name = b.split(path)
+        if not name:
+            break
+        parts.append(name)
+    return list(reversed(parts))
