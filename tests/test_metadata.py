@@ -89,10 +89,14 @@ def test_a_folder_without_owner_write_is_reported(ferry: Ferry, tmp_path: Path) 
 def test_modification_times_keep_nanoseconds(ferry: Ferry, tmp_path: Path) -> None:
     src, dst = tmp_path / "src", tmp_path / "dst"
     src.mkdir()
+    (src / "folder").mkdir()
+    (src / "folder" / "inside.txt").write_bytes(b"in")
     for name in ("a.bin", "b.bin"):
         (src / name).write_bytes(os.urandom(1000))
         os.utime(src / name, ns=(T_NS, T_NS))
+    os.utime(src / "folder", ns=(T_NS, T_NS))
     ferry.ok("cp", "-r", src, dst)
+    assert os.stat(dst / "folder").st_mtime_ns == T_NS
     ferry.ok("cp", "--verify", "none", src / "a.bin", tmp_path / "kernel-copied.bin")  # copy_file_range
     for p in (dst / "a.bin", dst / "b.bin", tmp_path / "kernel-copied.bin"):
         assert os.stat(p).st_mtime_ns == T_NS, p
@@ -156,6 +160,24 @@ def test_hard_links_inside_one_job_stay_links(ferry: Ferry, tmp_path: Path) -> N
     linked = [p for p, e in events.items() if "hard link to" in e["verified"]]
     assert len(linked) == 3, events
     assert all(e["state"] == "done" for e in events.values())
+
+
+def test_a_hard_link_copied_in_a_later_run_of_the_job_is_still_a_link(ferry: Ferry, tmp_path: Path) -> None:
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    (src / "a.dat").write_bytes(os.urandom(50_000))
+    os.link(src / "a.dat", src / "b.dat")
+    (dst / "src").mkdir(parents=True)
+    (dst / "src" / "b.dat").write_bytes(b"in the way")  # differs, and no one to ask: b fails this run
+    ferry.ok("queue", "add", "-r", src, f"{dst}/")
+    res = ferry("queue", "run", "--json")
+    assert res.returncode == 1, res
+    assert os.stat(dst / "src" / "a.dat").st_nlink == 1
+    (dst / "src" / "b.dat").unlink()
+    ferry.ok("queue", "retry", "1")
+    res = ferry.ok("queue", "run", "--json")
+    assert os.stat(dst / "src" / "b.dat").st_ino == os.stat(dst / "src" / "a.dat").st_ino
+    assert "hard link to" in file_events(res.stdout)["src/b.dat"]["verified"]
 
 
 def _acl(*entries: tuple[int, int, int]) -> bytes:

@@ -479,7 +479,9 @@ class Backend(ABC):
     def symlink(self, target: str, path: str) -> None:
         raise Unsupported(f"{self.scheme} cannot create symbolic links")
 
-    def set_mtime(self, path: str, mtime: datetime) -> None:
+    def set_mtime(self, path: str, mtime: datetime, mtime_ns: int | None = None) -> None:
+        """Set the modification time (``mtime_ns`` where it is known to the nanosecond and the
+        backend keeps that much: ``mtime_precision`` below a microsecond)."""
         raise Unsupported(f"{self.scheme} cannot set modification times")
 
     def set_mode(self, path: str, mode: int) -> None:

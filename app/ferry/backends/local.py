@@ -827,8 +827,8 @@ class LocalBackend(Backend):
         finally:
             _close(fd)
 
-    def set_mtime(self, path: str, mtime: datetime) -> None:
-        ns = _ns(mtime)
+    def set_mtime(self, path: str, mtime: datetime, mtime_ns: int | None = None) -> None:
+        ns = _ns(mtime) if mtime_ns is None else mtime_ns
         fd, ref = self._at(path)
         try:
             os.utime(ref, ns=(ns, ns), dir_fd=fd, follow_symlinks=False)

@@ -497,7 +497,7 @@ class MemoryBackend(Backend):
             parent.children[name] = _Link(_now(), target)  # stored verbatim, as on disk
             parent.mtime = _now()
 
-    def set_mtime(self, path: str, mtime: datetime) -> None:
+    def set_mtime(self, path: str, mtime: datetime, mtime_ns: int | None = None) -> None:
         path = _norm(path)
         when = _utc(mtime)
         with self.store.lock:

@@ -171,6 +171,16 @@ class _HardLinks:
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.first: dict[tuple[int, int], _Twin] = {}
+        self._done: dict[str, Task] | None = None  # the job's copied files by hard-link group
+
+    def copied_before(self, store: Store, job_id: int, group: str) -> Task | None:
+        """A file of ``group`` (the planner's ``inode:DEV:INO``) an earlier run of this job copied;
+        the job's done files are read once per run, and only when a job has hard links."""
+        with self.lock:
+            if self._done is None:
+                done = store.tasks(job_id, states=("done",), kinds=("file",))
+                self._done = {t.extra: t for t in done if t.extra}
+            return self._done.get(group)
 
     def claim(self, inode: tuple[int, int], src: str) -> tuple[_Twin, bool]:
         """The twin for ``inode`` and whether this caller is the first (and copies it)."""
@@ -588,12 +598,44 @@ def _copy_or_link(
         return _copy_twice(task, ctx, source, dst, overwrite, resume, cancel)
     twin, first = ctx.hard_links.claim(source.inode, source.path)
     if first:
-        try:
-            outcome = _copy_twice(task, ctx, source, dst, overwrite, resume, cancel)
-            twin.dst, twin.outcome = dst, outcome
-        finally:
-            ctx.hard_links.settle(source.inode, twin)
-        return outcome
+        earlier = _copied_before(task, ctx, source)
+        if earlier is None:
+            try:
+                outcome = _copy_twice(task, ctx, source, dst, overwrite, resume, cancel)
+                twin.dst, twin.outcome = dst, outcome
+            finally:
+                ctx.hard_links.settle(source.inode, twin)
+            return outcome
+        twin.dst, twin.outcome = earlier
+        ctx.hard_links.settle(source.inode, twin)
+    return _link_to_twin(task, ctx, source, twin, dst, overwrite, resume, cancel)
+
+
+def _copied_before(task: Task, ctx: CopyContext, source: Entry) -> tuple[str, Outcome] | None:
+    """Another name of this file that an earlier run of this job copied (the run stopped, or this
+    name failed then): where it is and how it was checked, if it is still there as copied."""
+    if ctx.store is None or not task.extra or not ctx.dst.capabilities.hard_links:
+        return None
+    earlier = ctx.hard_links.copied_before(ctx.store, task.job_id, task.extra)
+    if earlier is None or earlier.id == task.id:
+        return None
+    landed = _stat_or_none(ctx.dst, earlier.dst)
+    if landed is None or landed.kind is not Kind.FILE or landed.size != source.size:
+        return None
+    return earlier.dst, Outcome("done", earlier.verification or NOT_VERIFIED, earlier.hash)
+
+
+def _link_to_twin(
+    task: Task,
+    ctx: CopyContext,
+    source: Entry,
+    twin: _Twin,
+    dst: str,
+    overwrite: bool,
+    resume: bool,
+    cancel: CancelToken,
+) -> Outcome:
+    """Another name of a file this job copies: a link to that copy, or a copy of its own (said)."""
     if ctx.dst.capabilities.hard_links:
         while not twin.done.wait(0.2):  # its first name is being copied right now
             cancel.check()

@@ -303,7 +303,9 @@ def check_writable(backend: Backend, folder: str) -> None:
 def _task_for(entry: Entry, dst_backend: Backend, dst: str, rel: str) -> NewTask:
     mt = mtime_us(entry.mtime)
     if entry.kind is Kind.FILE:
-        return NewTask("file", entry.path, dst, rel, entry.size, mt)
+        # A file with other names: its group, so a later run of the job links them too.
+        group = f"inode:{entry.inode[0]}:{entry.inode[1]}" if entry.inode is not None and entry.nlink > 1 else None
+        return NewTask("file", entry.path, dst, rel, entry.size, mt, group)
     if entry.kind is Kind.DIR:
         return NewTask("dir", entry.path, dst, rel, None, mt)
     if entry.kind is Kind.LINK:

@@ -637,7 +637,7 @@ class Runner:
                 mt = from_us(task.mtime_us)
                 if mt is not None:
                     try:
-                        run.dst.set_mtime(task.dst, mt)
+                        run.dst.set_mtime(task.dst, mt, _folder_ns(run, task.src))
                     except FerryError:
                         pass
         counts = self.store.counts(job_id)
@@ -971,6 +971,17 @@ def remove_empty_partial(dst: Backend, task: Task) -> None:
             dst.remove(path)
     except (FerryError, OSError):
         pass
+
+
+def _folder_ns(run: _JobRun, src: str) -> int | None:
+    """A source folder's time to the nanosecond, where both ends keep more than microseconds
+    (local disks; the queue keeps microseconds)."""
+    if max(run.src.capabilities.mtime_precision, run.dst.capabilities.mtime_precision) >= 1e-6:
+        return None
+    try:
+        return run.src.stat(src).mtime_ns
+    except FerryError:
+        return None
 
 
 def _move_note(store: Store, run: _JobRun) -> str:

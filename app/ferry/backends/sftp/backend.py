@@ -261,8 +261,8 @@ class SFTPBackend(Backend):
                     raise AlreadyExists(f"Already exists: {self.display(path)}") from exc
                 raise map_error(exc, self.display(path)) from exc
 
-    def set_mtime(self, path: str, mtime: datetime) -> None:
-        ts = mtime.timestamp()
+    def set_mtime(self, path: str, mtime: datetime, mtime_ns: int | None = None) -> None:
+        ts = mtime.timestamp()  # SFTP carries whole seconds: mtime_ns adds nothing
         with self._host.pool.sftp() as c:
             try:
                 c.utime(wire(path), (ts, ts))
