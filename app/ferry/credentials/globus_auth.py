@@ -48,10 +48,22 @@ log = logging.getLogger(__name__)
 
 # PLACEHOLDER, not a registered id: Ferry has not yet been registered as a native app at
 # app.globus.org (it cannot be done from the development machines, which have no internet).
-# Until it is, personal login against the real service needs FERRY_GLOBUS_NATIVE_CLIENT_ID (a
-# site's or user's own "thick client" registration); GLOBUS_CLIENT_ID/SECRET need neither.
+# Until it is, personal login against the real service needs an app id of the person's or site's
+# own (a one-time registration, see APP_ID_STEPS): FERRY_GLOBUS_NATIVE_CLIENT_ID, or the id saved
+# by the window or save_app_id in globus.json. GLOBUS_CLIENT_ID/SECRET need neither.
 NATIVE_CLIENT_ID = "7d1c6f52-2f0e-4e84-9b3c-5a3c1e0f0f3a"
-_warned_placeholder = False
+APP_ID_KEY = "native_client_id"  # in globus.json (config folder): an id is not a secret
+
+REGISTRATION_URL = "https://app.globus.org/settings/developers"
+APP_ID_STEPS = (
+    "This copy of Ferry has no Globus app id of its own yet, so Globus would refuse the login. "
+    "Registering one takes a minute and is done once:",
+    f"1. Open {REGISTRATION_URL} and log in with your institution's account.",
+    '2. Choose "Register a thick client or script that will be installed and run by users on their '
+    'devices"; create or pick a project; name the app "Ferry"; leave the redirect as it is; Register.',
+    '3. Copy the app\'s "Client UUID" (it looks like 1b0dc9d3-0a2b-4000-8bdc-2c2fb9f7b4e1) and paste it '
+    "below. Ferry keeps it in its settings (it is not a secret).",
+)
 
 TRANSFER_RS = "transfer.api.globus.org"
 AUTH_RS = "auth.globus.org"
@@ -243,22 +255,22 @@ class GlobusAuth:
     # -- pieces --
     @property
     def native_client_id(self) -> str:
-        return os.environ.get("FERRY_GLOBUS_NATIVE_CLIENT_ID") or NATIVE_CLIENT_ID
+        return registered_app_id() or NATIVE_CLIENT_ID
 
-    def _warn_if_placeholder_id(self) -> None:
-        """Before a person's login that the real service would refuse: say why, once."""
-        global _warned_placeholder
-        if self.confidential or self.native_client_id != NATIVE_CLIENT_ID or _warned_placeholder:
-            return
-        environment = os.environ.get("GLOBUS_SDK_ENVIRONMENT", "production")
-        if os.environ.get("GLOBUS_SDK_SERVICE_URL_AUTH") or environment not in ("", "production"):
-            return  # a test or sandbox service, which accepts any client id
-        _warned_placeholder = True
-        log.warning(
-            "this build of Ferry has no registered Globus app id yet, so Globus will refuse the login; "
-            "register a native app at https://app.globus.org/settings/developers and set "
-            "FERRY_GLOBUS_NATIVE_CLIENT_ID to its client id (or use GLOBUS_CLIENT_ID/GLOBUS_CLIENT_SECRET)"
-        )
+    def needs_app_id(self) -> bool:
+        """A person's login would reach the real service with the placeholder id, which it refuses."""
+        return not self.confidential and app_id_needed()
+
+    def _refuse_placeholder_id(self) -> None:
+        """Before a person's login that the real service would refuse: say why and what to do."""
+        if self.needs_app_id():
+            raise AuthError(
+                "Ferry has no registered Globus app id yet, so Globus would refuse the login: register one "
+                f"(once, at {REGISTRATION_URL}, a thick client), then paste its Client UUID when the "
+                "window's Globus login asks, or set FERRY_GLOBUS_NATIVE_CLIENT_ID (or use "
+                "GLOBUS_CLIENT_ID/GLOBUS_CLIENT_SECRET)",
+                action=Action.LOGIN,
+            )
 
     def login_client(self) -> globus_sdk.AuthLoginClient:
         import globus_sdk
@@ -399,7 +411,7 @@ class GlobusAuth:
         from globus_sdk import GlobusAPIError, NetworkError
 
         extra = list(extra_scopes)
-        self._warn_if_placeholder_id()
+        self._refuse_placeholder_id()
         try:
             if self.confidential:
                 with self._lock:
@@ -608,6 +620,41 @@ class _PromptingLoginFlow:
 
 _shared: GlobusAuth | None = None
 _shared_lock = threading.Lock()
+
+
+def registered_app_id() -> str | None:
+    """The person's or site's own native-app id: FERRY_GLOBUS_NATIVE_CLIENT_ID, else the saved one."""
+    saved = _load_prefs().get(APP_ID_KEY)
+    return os.environ.get("FERRY_GLOBUS_NATIVE_CLIENT_ID") or (str(saved) if saved else None)
+
+
+def app_id_needed() -> bool:
+    """No app id of one's own, and the login would go to the real Globus (a test or sandbox
+    service accepts any id)."""
+    if registered_app_id():
+        return False
+    environment = os.environ.get("GLOBUS_SDK_ENVIRONMENT", "production")
+    return not os.environ.get("GLOBUS_SDK_SERVICE_URL_AUTH") and environment in ("", "production")
+
+
+def save_app_id(text: str) -> str:
+    """Check and keep the Client UUID a person pasted (in globus.json, written whole then renamed).
+    Anything but a UUID is refused with a one-line UsageError and nothing is saved."""
+    import uuid
+
+    cleaned = text.strip().strip('"').strip("'")
+    try:
+        value = str(uuid.UUID(cleaned))
+    except ValueError:
+        raise UsageError(
+            f"{cleaned[:60]!r} is not a Globus Client UUID (it looks like 1b0dc9d3-0a2b-4000-8bdc-2c2fb9f7b4e1)"
+        ) from None
+    if value == NATIVE_CLIENT_ID:
+        raise UsageError("That is Ferry's placeholder id, not a registered one: paste your app's Client UUID")
+    prefs = _load_prefs()
+    prefs[APP_ID_KEY] = value
+    _save_prefs(prefs)
+    return value
 
 
 def shared_auth() -> GlobusAuth:

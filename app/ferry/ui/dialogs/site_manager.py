@@ -404,7 +404,7 @@ class SiteManagerDialog(QDialog):
 
     # ---- Globus ----
     def _globus_login(self) -> None:
-        if self.run_async is None:
+        if self.run_async is None or not self._globus_app_id():
             return
 
         def work() -> str:
@@ -417,6 +417,28 @@ class SiteManagerDialog(QDialog):
 
         self.message.setText("Logging in to Globus… (a browser window or a dialog asks next)")
         self.run_async(work, lambda who: self.message.setText(f"Logged in to Globus as {who}."), self._failed)
+
+    def _globus_app_id(self) -> bool:
+        """Without a registered app id the service would refuse the login: explain the one-time
+        registration and keep the pasted id first (False: the person cancelled)."""
+        from ferry.credentials import globus_auth
+
+        try:
+            needed = globus_auth.shared_auth().needs_app_id()
+        except FerryError as exc:
+            self.message.setText(str(exc))
+            return False
+        if not needed:
+            return True
+        from ferry.ui.dialogs.globus_app_id import GlobusAppIdDialog
+
+        dlg = GlobusAppIdDialog(self)
+        if dlg.exec() != QDialog.DialogCode.Accepted or dlg.saved is None:
+            self.message.setText("Globus login needs a registered app id; nothing was changed.")
+            return False
+        globus_auth.reset_shared_auth()  # the next login uses the new id (and its own token storage)
+        self.message.setText(f"Saved Globus app id {dlg.saved}.")
+        return True
 
     def _globus_find(self) -> None:
         text = self.globus_search.text().strip()
