@@ -40,6 +40,12 @@ class FileOps:
         self.transfers = transfers
         self._opens: dict[int, tuple[Address, Entry]] = {}  # download job -> what it opens when done
         self.opened_path: Path | None = None
+        from ferry.ui.edit_back import EditBack
+
+        # Saved edits of an opened remote file go back as a verified job, after asking.
+        self.edits = EditBack(
+            host, lambda path, addr: transfers.queue_transfer([str(path)], str(addr), on_conflict="overwrite"), parent
+        )
 
     # ---- folders and names
     def new_folder(self) -> None:
@@ -170,7 +176,7 @@ class FileOps:
             open_cache.record(addr, entry)
         self.host.say(f"Opening {path}" + (" (unchanged: from the cache)" if reused else ""))
         self.opened_path = path
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(path)))
+        self.edits.open(addr, path)  # watched: a save asks to upload it back; no opener is said
 
 
 def _delete_question(entries: list[Entry], where: str, files: int, size: int, capped: bool) -> str:

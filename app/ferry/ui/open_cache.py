@@ -52,6 +52,16 @@ def is_fresh(address: Address, entry: Entry) -> bool:
     return bool(record.get("remote") == _fingerprint(entry) and record.get("local_size") == st.st_size)
 
 
+def is_unchanged_remote(address: Address, entry: Entry) -> bool:
+    """True if the remote file is still the version the cached copy was downloaded from (the
+    copy itself may have been edited since: editing a remote file uploads it back)."""
+    try:
+        record = json.loads(Path(str(cache_path(address)) + _SUFFIX).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return bool(record.get("remote") == _fingerprint(entry))
+
+
 def record(address: Address, entry: Entry) -> None:
     path = cache_path(address)
     data = {"remote": _fingerprint(entry), "local_size": path.stat().st_size}
