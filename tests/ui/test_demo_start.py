@@ -5,6 +5,7 @@ last used; the demo shows its S3 bucket; both panes show a move's result without
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -122,3 +123,24 @@ def test_both_panes_show_a_moves_result(qtbot: QtBot, window: MainWindow, tmp_pa
     qtbot.waitUntil(lambda: "a.txt" in _names(window.right), timeout=10_000)
     qtbot.waitUntil(lambda: "a.txt" not in _names(window.left), timeout=10_000)
     assert "keep.txt" in _names(window.left)
+
+
+def test_a_pane_still_listing_when_a_move_ends_lists_again(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> None:
+    """The race the window met: the source pane was (re)listing when the move ended, so it was
+    skipped and kept showing the moved file. Its listing read the folder before the sources went."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("a")
+    (src / "keep.txt").write_text("k")
+    pane = window.left
+    with qtbot.waitSignal(pane.listed, timeout=20_000):
+        pane.navigate(str(src))
+    before = list(pane.model.all_entries())
+    sort_state = pane.model.sort_state()
+    (src / "a.txt").unlink()  # the move deleted its source...
+    pane.loading = True  # ...while a listing that had already read the folder was still under way
+    window._job_changed(999, "done", None)
+    # That listing ends, with what it read before the move:
+    pane._on_done(pane.generation, before, set(), time.monotonic(), sort_state)
+    assert "a.txt" in _names(pane)
+    qtbot.waitUntil(lambda: not pane.loading and _names(pane) == {"keep.txt"}, timeout=10_000)

@@ -418,8 +418,8 @@ class MainWindow(QMainWindow):
         if (started is not None and time.monotonic() - started > LONG_JOB) or state == "failed":
             self.notify(f"Job {job_id} {state}", message or "")
         for p in (self.left, self.right):
-            if p.address is not None and not p.loading:
-                p.refresh()
+            if p.address is not None:
+                p.refresh_soon()  # a pane still listing lists again after (a move's sources are gone)
         self.job_finished.emit(job_id, state)
         if state in ("done", "failed", "cancelled") and self.transfer_settings.when_done != "nothing":
             QTimer.singleShot(800, self._maybe_queue_finished)

@@ -202,6 +202,7 @@ class Pane(QWidget):
         # listing's generation, the folder, the fallback (see open_first).
         self._fallback: tuple[int, str, str] | None = None
         self.remember_folder = True  # False: the window does not save this pane's folder (the demo's)
+        self._stale = False  # the listing under way may predate a change: list again when it ends
         self._cancel: CancelToken | None = None
         self._back: list[Address] = []
         self._forward: list[Address] = []
@@ -420,6 +421,19 @@ class Pane(QWidget):
         if self.address is not None:
             self._list(self.address, keep_selection=True)
 
+    def refresh_soon(self) -> None:
+        """List again now, or when the listing under way ends: it may have read the folder before
+        the change the caller knows of (a finished move's deleted sources)."""
+        if self.loading:
+            self._stale = True
+        else:
+            self.refresh()
+
+    def _listing_ended(self) -> None:
+        if self._stale:
+            self._stale = False
+            QTimer.singleShot(0, self.refresh)
+
     def _update_buttons(self) -> None:
         self.back_btn.setEnabled(bool(self._back))
         self.fwd_btn.setEnabled(bool(self._forward))
@@ -438,6 +452,7 @@ class Pane(QWidget):
         self.path_stack.setCurrentWidget(self.crumbs)
         self.setToolTip("")
         selected = {e.name for e in self.selected_entries()} if keep_selection else set()
+        self._stale = False  # this listing reads the folder as it is now
         self.model.begin_listing(address)
         self.view.placeholder = ""
         self.loading = True
@@ -495,6 +510,7 @@ class Pane(QWidget):
                 self.spinner.hide()
                 self._show_error(describe(exc))
                 self.listed.emit(gen)
+                self._listing_ended()
 
         self.bridge.run(work, on_error=failed, name="ferry-list")
 
@@ -518,6 +534,7 @@ class Pane(QWidget):
         self._update_placeholder()
         self.status.emit(f"{self.address}: {n:,} item{'s' if n != 1 else ''} ({time.monotonic() - started:.1f} s)")
         self.listed.emit(gen)
+        self._listing_ended()
 
     def _update_placeholder(self) -> None:
         """What an empty listing says: empty, or everything hidden by the filter/hidden toggle."""
