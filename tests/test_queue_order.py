@@ -85,7 +85,7 @@ def test_a_version_3_queue_keeps_its_order(tmp_path: Path) -> None:
     control.reorder(store, [c], first=True)
     assert _order(store) == [c, a, b]
     store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_queue_top_move_and_bottom_from_the_command_line(ferry: Ferry, tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_a_version_1_queue_is_migrated_in_place(tmp_path: Path) -> None:
     assert store.job(job).dest == "/dst"  # the old job is still there
     store.set_job_value(job, "k", "v")
     assert store.job_value(job, "k") == "v"
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
 
 
 def test_a_version_2_queue_gets_typed_outcomes_from_its_old_notes(tmp_path: Path) -> None:

@@ -112,6 +112,7 @@ def test_show_log_gives_each_failure_its_kind_action_and_message(
                 3,
                 error_kind="permission-denied",
                 error="Permission denied: /archive/data/no.h5",
+                error_detail="EACCES (13) from open()",
             ),
             TaskResult(tasks["ok.h5"], "cancelled", 1),
         ]
@@ -136,7 +137,8 @@ def test_show_log_gives_each_failure_its_kind_action_and_message(
         "Failed files (1):\n  no.h5\n    kind: permission-denied; suggested action: check-permissions; attempts: 3"
         in text
     )
-    assert "Permission denied: /archive/data/no.h5" in text and "ok.h5" not in text
+    assert "Permission denied: /archive/data/no.h5\n    detail: EACCES (13) from open()" in text
+    assert "ok.h5" not in text
     dlg.copy_all()
     assert QGuiApplication.clipboard().text() == text
     dlg.close()

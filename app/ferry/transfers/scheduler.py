@@ -778,7 +778,8 @@ class Runner:
             log.error("unexpected error in task %s", task.id, exc_info=exc)
         if task.kind == "file":
             remove_empty_partial(run.dst, task)  # e.g. the source could not be read at all
-        res = TaskResult(task.id, "failed", attempts, error_kind=kind, error=message)
+        detail = exc.detail if isinstance(exc, FerryError) else ""  # else the message has it all
+        res = TaskResult(task.id, "failed", attempts, error_kind=kind, error=message, error_detail=detail or None)
         run.failed += 1
         if task.kind == "file":
             self.accounting.file_finished("failed")

@@ -37,7 +37,7 @@ from ferry.core.outcomes import (
 )
 from ferry.transfers.options import JobOptions
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -122,6 +122,15 @@ _MIGRATIONS: dict[int, str] = {
     4: """
     ALTER TABLE jobs ADD COLUMN position INTEGER;
     UPDATE jobs SET position = id;
+    """,
+    # The technical detail of a file's last failure (an errno, an HTTP status and code), beside
+    # the sentence in tasks.error: the window's log view shows both. Failures are few, so a
+    # table of their own keeps the per-file results' hot path as it was.
+    5: """
+    CREATE TABLE IF NOT EXISTS task_errors (
+        task_id     INTEGER PRIMARY KEY REFERENCES tasks(id) ON DELETE CASCADE,
+        detail      TEXT    NOT NULL
+    );
     """,
 }
 
@@ -266,6 +275,7 @@ class TaskResult:
     # With state "done": what of the file's metadata its destination did not keep (the values of
     # ferry.transfers.copy.NotKept; the note says what and why).
     not_kept: tuple[str, ...] = ()
+    error_detail: str | None = None  # with state "failed": the error's technical detail (the log view)
 
     @classmethod
     def done(
@@ -793,7 +803,15 @@ class Store:
             )
             for r in latest.values()
         ]
+        # A failure's technical detail replaces the task's last one (none: forgotten).
+        failed = [r for r in latest.values() if r.state == "failed"]
         with self._tx() as db:
+            if failed:
+                db.executemany("DELETE FROM task_errors WHERE task_id = ?", [(r.task_id,) for r in failed])
+                db.executemany(
+                    "INSERT INTO task_errors (task_id, detail) VALUES (?, ?)",
+                    [(r.task_id, text(r.error_detail)) for r in failed if r.error_detail],
+                )
             if not _UPDATE_FROM:
                 db.executemany(_FINISH_ONE, rows)
                 return
@@ -806,6 +824,15 @@ class Store:
                     _FINISH_SQL.format(values=",".join([_FINISH_ROW] * len(part))),
                     [x for row in part for x in row],
                 )
+
+    def error_details(self, task_ids: Sequence[int]) -> dict[int, str]:
+        """The technical detail recorded with each of these tasks' last failure, where there was one."""
+        if not task_ids:
+            return {}
+        marks = ",".join("?" * len(task_ids))
+        with self._lock:
+            rows = self._db.execute(f"SELECT task_id, detail FROM task_errors WHERE task_id IN ({marks})", task_ids)
+            return {int(r[0]): str(r[1]) for r in rows}
 
     def retry_failed(self, job_id: int, include_cancelled: bool = False) -> int:
         states = ("failed", "cancelled") if include_cancelled else ("failed",)

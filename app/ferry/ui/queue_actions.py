@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ferry.backends.registry import BackendPool
 from ferry.core.errors import Action, action_for_kind
 from ferry.transfers import control
-from ferry.transfers.store import Store
+from ferry.transfers.store import Store, Task
 
 
 def _applied(changes: list[control.Change]) -> int:
@@ -71,6 +71,7 @@ class LogEntry:
     action: Action  # what the person can do about it
     attempts: int
     message: str  # the sentence recorded for people
+    detail: str = ""  # the error's technical detail (an errno, an HTTP status and code), when it had one
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,23 @@ class JobLog:
 
 def job_log(store: Store, job_id: int, limit: int = 500) -> JobLog:
     job = store.job(job_id)
-    failed: list[LogEntry] = []
+    tasks: list[Task] = []
     for t in store.tasks(job_id, states=("failed",)):
-        if len(failed) >= limit:
+        if len(tasks) >= limit:
             break
-        kind = t.error_kind or "error"
-        failed.append(LogEntry(t.rel, kind, action_for_kind(kind), t.attempts, t.error or ""))
+        tasks.append(t)
+    details = store.error_details([t.id for t in tasks])
+    failed = [
+        LogEntry(
+            t.rel,
+            t.error_kind or "error",
+            action_for_kind(t.error_kind or "error"),
+            t.attempts,
+            t.error or "",
+            details.get(t.id, ""),
+        )
+        for t in tasks
+    ]
     more = max(0, store.counts(job_id).count("failed") - len(failed))
     return JobLog(
         job.id,
@@ -123,6 +135,8 @@ def log_text(log: JobLog) -> str:
         lines.append(f"    kind: {e.kind}; suggested action: {e.action.value}; attempts: {e.attempts}")
         if e.message:
             lines.append(f"    {e.message}")
+        if e.detail:
+            lines.append(f"    detail: {e.detail}")
     if log.more:
         lines.append(f"  … and {log.more:,} more ('ferry queue show {log.job_id} --files' lists them all)")
     return "\n".join(lines)
