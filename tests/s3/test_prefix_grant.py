@@ -17,7 +17,7 @@ import pytest
 
 from helpers import Ferry, describe, sha256_file, write_random
 from s3.prefix_gate import PrefixGate
-from s3.servers import PrefixAccount, prefix_account
+from s3.servers import PrefixAccount, prefix_account, shared_server
 
 
 @pytest.fixture
@@ -102,3 +102,27 @@ def test_every_command_works_with_keys_limited_to_a_prefix(
     names = {k[len(account.prefix) + len(run) + 1 :] for k in keys}
     assert {"a.txt", "renamed.txt", "moved.txt", "tree/big.bin", "tree/y.txt", "tree/sub/x.txt"} <= names
     assert {"queued/tree/big.bin", "queued/tree/y.txt", "queued/tree/sub/x.txt"} <= names
+
+
+def test_on_a_store_that_ignores_conditions_no_probe_is_left_in_sight(tmp_path: Path) -> None:
+    # Such a store keeps the probes; where deleting their version is refused (keys with s3:*Object
+    # only) they go behind a delete marker: never left as objects in the user's folder.
+    try:
+        moto = shared_server("moto")
+    except RuntimeError as exc:
+        pytest.skip(f"moto S3 server unavailable: {exc}")
+    bucket = moto.new_bucket()
+    moto.client().put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    gate = PrefixGate(moto.port, bucket, "home/alice/", ignore_conditions=True)
+    try:
+        ferry = Ferry(home=tmp_path, cwd=tmp_path, extra_env=moto.env(gate.endpoint))
+        tree = tmp_path / "tree"
+        (tree / "sub").mkdir(parents=True)
+        (tree / "sub" / "x.txt").write_bytes(b"x")
+        _ok(ferry, gate, "cp", "-r", tree, f"s3://{bucket}/home/alice/")
+        assert gate.refused, "the probes' version deletes were refused"
+    finally:
+        gate.close()
+    keys = [o["Key"] for o in moto.client().list_objects_v2(Bucket=bucket).get("Contents", [])]
+    assert "home/alice/tree/sub/x.txt" in keys
+    assert not [k for k in keys if ".ferry-" in k], keys

@@ -249,6 +249,21 @@ class S3Connection:
                 pass
         self.client.delete_object(Bucket=self.bucket, Key=key, **({"VersionId": version} if version else {}))
 
+    def discard_object(self, key: str, version: str = "") -> None:
+        """Remove a throw-away object, best effort: by ``version`` (nothing left in a versioned
+        bucket), else, where deleting a version is refused, hidden behind a delete marker rather
+        than left in sight."""
+        try:
+            self.delete_object(key, version)
+            return
+        except Exception:
+            if not version or version == "null":
+                return
+        try:
+            self.delete_object(key)
+        except Exception:
+            pass
+
     def upload_part(
         self,
         key: str,

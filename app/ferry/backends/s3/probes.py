@@ -92,9 +92,7 @@ class StoreProbes:
             keeps = True
         else:
             keeps = False
-        for k in (probe + "/", probe):
-            try:
-                conn.delete_object(k, version if k.endswith("/") else "")
-            except Exception:
-                pass
+        conn.discard_object(probe + "/", version)
+        if not keeps:
+            conn.discard_object(probe)  # the file the marker became
         return keeps
