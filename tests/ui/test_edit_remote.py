@@ -125,3 +125,17 @@ def test_no_application_to_open_it_is_said(qtbot: QtBot, window: MainWindow, mon
     assert "the downloaded copy is at" in errors[0]
     assert window.files.edits.watched == {}  # nothing opened, nothing watched
     assert _remote(b, "/docs/notes.txt") == b"first draft"
+
+
+def test_a_local_file_with_no_application_is_said_too(
+    qtbot: QtBot, window: MainWindow, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "run.h5").write_bytes(b"x")
+    monkeypatch.setattr(QDesktopServices, "openUrl", staticmethod(lambda url: False))
+    errors: list[str] = []
+    monkeypatch.setattr(window, "show_error", lambda text, detail="": errors.append(text))
+    with qtbot.waitSignal(window.right.listed, timeout=20_000):
+        window.right.navigate(str(tmp_path))
+    (entry,) = [e for e in window.right.model.entries() if e.name == "run.h5"]
+    window.open_entry(window.right, entry)
+    assert errors == ["No application on this computer opens run.h5"]

@@ -12,8 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QUrl
-from PySide6.QtGui import QDesktopServices
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
 
 from ferry.backends.base import Backend, Entry
@@ -152,7 +151,10 @@ class FileOps:
     def open_entry(self, pane: Pane, entry: Entry) -> None:
         addr = pane.model.address_of(entry)
         if addr.is_local:
-            QDesktopServices.openUrl(QUrl.fromLocalFile(addr.path))
+            from ferry.ui.edit_back import open_with_desktop
+
+            if not open_with_desktop(Path(addr.path)):
+                self.host.show_error(f"No application on this computer opens {display_name(entry.name)}")
             return
         if open_cache.is_fresh(addr, entry):
             self._open_cached(addr, entry, reused=True)
