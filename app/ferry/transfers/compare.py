@@ -21,9 +21,13 @@ exists. Every checked pair says how (:attr:`Item.how`), so nothing is called che
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import partial
 
 from ferry.backends.base import Backend, Entry, Kind
 from ferry.core.cancel import CancelToken
@@ -114,6 +118,8 @@ class Totals:
 
 
 Key = tuple[str, ...]
+# A name decided at once, or a content check still to run (``--by checksum``).
+Decided = Item | Callable[[], Item]
 
 
 def sorted_walk(
@@ -170,14 +176,31 @@ def compare(
     cancel: CancelToken | None = None,
     totals: Totals | None = None,
 ) -> Iterator[Item]:
-    """Every name of both sides, in order, as it is decided. Two files compare as themselves."""
+    """Every name of both sides, in order, as it is decided. Two files compare as themselves.
+
+    With ``by=checksum`` the content checks of up to ``CHECKERS`` pairs run at once (each reads
+    or asks a server), and items still come out in order, at most ``WINDOW`` names behind."""
     if a.is_dir != b.is_dir:
         raise UsageError("Compare a folder with a folder, or a file with a file")
     tolerance = max(a.backend.capabilities.mtime_precision, b.backend.capabilities.mtime_precision)
     content = ContentCheck(a.backend, b.backend, totals) if by is By.CHECKSUM else None
+    decided = _merge(
+        a, b, recursive, cancel, lambda rel, ea, eb: _pair(rel, ea, eb, a.backend, b.backend, tolerance, content)
+    )
+    if content is None:
+        for item in decided:
+            assert isinstance(item, Item)
+            yield item
+        return
+    yield from _in_order(decided)
+
+
+def _merge(
+    a: Side, b: Side, recursive: bool, cancel: CancelToken | None, pair: Callable[[str, Entry, Entry], Decided]
+) -> Iterator[Decided]:
     if not a.is_dir:
         ea, eb = a.backend.stat(a.root), b.backend.stat(b.root)
-        yield _pair(ea.name, ea, eb, a.backend, b.backend, tolerance, content)
+        yield pair(ea.name, ea, eb)
         return
     left = sorted_walk(a.backend, a.root, recursive=recursive, cancel=cancel)
     right = sorted_walk(b.backend, b.root, recursive=recursive, cancel=cancel)
@@ -193,13 +216,42 @@ def compare(
             yield Item("/".join(y[0]), State.ONLY_B, None, y[1])
             y = next(right, None)
         else:
-            yield _pair("/".join(x[0]), x[1], y[1], a.backend, b.backend, tolerance, content)
+            yield pair("/".join(x[0]), x[1], y[1])
             x, y = next(left, None), next(right, None)
+
+
+CHECKERS = 8  # content checks at once (as rclone's --checkers)
+WINDOW = 256  # names decided ahead of the one being reported
+
+
+def _in_order(decided: Iterator[Decided]) -> Iterator[Item]:
+    """Run the pending content checks on a pool of threads; yield every item in walk order."""
+    window: deque[Item | Future[Item]] = deque()
+    with ThreadPoolExecutor(max_workers=CHECKERS, thread_name_prefix="ferry-compare") as pool:
+        try:
+            for d in decided:
+                window.append(d if isinstance(d, Item) else pool.submit(d))
+                while window and (len(window) > WINDOW or _ready(window[0])):
+                    yield _result(window.popleft())
+            while window:
+                yield _result(window.popleft())
+        finally:
+            for w in window:
+                if isinstance(w, Future):
+                    w.cancel()
+
+
+def _ready(w: Item | Future[Item]) -> bool:
+    return isinstance(w, Item) or w.done()
+
+
+def _result(w: Item | Future[Item]) -> Item:
+    return w if isinstance(w, Item) else w.result()
 
 
 def _pair(
     rel: str, ea: Entry, eb: Entry, ba: Backend, bb: Backend, tolerance: float, content: ContentCheck | None
-) -> Item:
+) -> Decided:
     if ea.kind is not eb.kind:
         return Item(rel, State.DIFFERENT, ea, eb, (Reason.KIND,))
     if ea.kind is Kind.DIR:
@@ -210,8 +262,7 @@ def _pair(
     if ea.size is not None and eb.size is not None and ea.size != eb.size:
         return Item(rel, State.DIFFERENT, ea, eb, (Reason.SIZE,))
     if content is not None:
-        same, how = content.same(ea, eb)
-        return Item(rel, State.SAME if same else State.DIFFERENT, ea, eb, () if same else (Reason.CONTENT,), how)
+        return partial(_by_content, content, rel, ea, eb)
     if not times_equal(ea, eb, tolerance):
         # The listing's time may not be the file's own (S3 lists the upload time): ask the entry.
         ea2 = ea if ea.mtime_ns is not None else ba.stat(ea.path)
@@ -222,6 +273,11 @@ def _pair(
     if ea.size is None or eb.size is None:
         return Item(rel, State.DIFFERENT, ea, eb, (Reason.SIZE,))  # unknown is never "the same"
     return Item(rel, State.SAME, ea, eb)
+
+
+def _by_content(content: ContentCheck, rel: str, ea: Entry, eb: Entry) -> Item:
+    same, how = content.same(ea, eb)
+    return Item(rel, State.SAME if same else State.DIFFERENT, ea, eb, () if same else (Reason.CONTENT,), how)
 
 
 def times_equal(a: Entry, b: Entry, tolerance: float) -> bool:
@@ -244,6 +300,7 @@ class ContentCheck:
     def __init__(self, a: Backend, b: Backend, totals: Totals | None = None) -> None:
         self.a, self.b = a, b
         self.totals = totals
+        self._lock = threading.Lock()  # checks run on several threads
 
     def same(self, ea: Entry, eb: Entry) -> tuple[bool, str]:
         """(same content, how it was found) for two files."""
@@ -309,7 +366,8 @@ class ContentCheck:
     def _count(self, side: str) -> None:
         if self.totals is None:
             return
-        if side == "a":
-            self.totals.read_a += 1
-        else:
-            self.totals.read_b += 1
+        with self._lock:
+            if side == "a":
+                self.totals.read_a += 1
+            else:
+                self.totals.read_b += 1
