@@ -166,3 +166,51 @@ def test_bad_input(ferry: Ferry, tmp_path: Path) -> None:
     assert res.returncode == 2 and "overlap" in res.stderr, describe(res)
     res = ferry("sync", tmp_path / "nope", dst)
     assert res.returncode == 2 and "Source not found" in res.stderr, describe(res)
+
+
+# ---- the engine's side, driven directly ----------------------------------------------------
+
+
+def _plan(src: Path, dst: Path, *, delete: bool = True) -> tuple[Any, Any, Any]:
+    from ferry.backends.registry import BackendPool
+    from ferry.core.address import parse_address
+    from ferry.transfers.compare import By
+    from ferry.transfers.sync import plan_sync
+
+    pool = BackendPool()
+    s, d = parse_address(str(src)), parse_address(str(dst))
+    return pool, (s, d), plan_sync(pool, s, d, by=By.SIZE_MTIME, delete=delete)
+
+
+def test_a_source_that_disappears_mid_sync_prevents_deletions(tmp_path: Path) -> None:
+    from ferry.transfers.options import JobOptions
+    from ferry.transfers.scheduler import RunConfig, Runner
+    from ferry.transfers.sync import create_sync_job, deletion_refusal
+
+    src, dst = trees(tmp_path)
+    pool, (s, d), plan = _plan(src, dst)
+    (src / "new" / "missing.txt").unlink()  # gone between the comparison and its copy
+    store = Store(tmp_path / "q.db")
+    try:
+        options = JobOptions(recursive=True, on_conflict="overwrite", label="sync")
+        job = create_sync_job(store, s, d, plan, options, {})
+        Runner(store, RunConfig(job_ids=[job], parallel=2), pool=pool).run()
+        refusal = deletion_refusal(store, job, options)
+        assert refusal is not None and "1 failed" in refusal
+        assert store.outcome_counts(job).failed_total == 1
+    finally:
+        store.close()
+        pool.close()
+
+
+def test_a_file_changed_since_the_comparison_is_kept(tmp_path: Path) -> None:
+    from ferry.transfers.sync import apply_deletions
+
+    src, dst = trees(tmp_path)
+    pool, _ends, plan = _plan(src, dst)
+    put(dst, "extra.txt", b"rewritten after the comparison", T + 5)
+    done = apply_deletions(plan, None)
+    pool.close()
+    assert (dst / "extra.txt").read_bytes() == b"rewritten after the comparison"
+    assert not (dst / "gone").exists()
+    assert (done.deleted, done.kept) == (1, 1) and "changed since the comparison" in done.errors[0]
