@@ -30,6 +30,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import FerryError, NotFound, UsageError, describe
 from ferry.core.outcomes import Level, SkipReason
 from ferry.transfers.compare import By, Item, Side, State, Totals, compare, open_side, sorted_walk
+from ferry.transfers.delegated import find_delegation
 from ferry.transfers.options import JobOptions
 from ferry.transfers.planner import Root, folds_case, mtime_us, unsafe_reason
 from ferry.transfers.store import NewTask, Store, runner_id
@@ -76,6 +77,13 @@ def plan_sync(
         raise UsageError(f"Sync works on folders: {src} is a file (copy it with 'ferry cp')")
     if src_b.endpoint == dst_b.endpoint and _overlap(dst_b, src.path, dst.path):
         raise UsageError(f"{src} and {dst} overlap: sync needs two separate folders")
+    if find_delegation(src_b, dst_b) is not None:
+        # A service that moves the bytes itself (Globus) would be handed the whole tree, not the
+        # differences: refused until sync is delegated with the service's own sync level.
+        raise UsageError(
+            "Sync between these two sites would run as a Globus transfer, which 'ferry sync' does not do yet: "
+            "use 'ferry cp -r --on-conflict different', or Globus's own sync"
+        )
     try:
         dst_side = open_side(dst_b, dst.path, "Destination")
         exists = True
