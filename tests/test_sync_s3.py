@@ -140,3 +140,17 @@ def test_sync_down_from_a_bucket(s3ferry: Ferry, server: S3Server, bucket: str, 
     assert res.returncode == 0, describe(res)
     assert file_digests(down) == file_digests(src)
     assert s3ferry("compare", "-r", there, down).returncode == 0
+
+
+def test_a_name_s3_cannot_hold_is_skipped_and_said(
+    s3ferry: Ferry, server: S3Server, bucket: str, tmp_path: Path
+) -> None:
+    src = local_tree(tmp_path)
+    bad = os.fsencode(src) + b"/caf\xe9.txt"  # Latin-1 bytes: not UTF-8, so no S3 key
+    with open(bad, "wb") as f:
+        f.write(b"latin-1 name")
+    res = s3ferry("sync", "--json", src, f"s3://{bucket}/mirror")
+    assert res.returncode == 1, describe(res)
+    out = last(res.stdout, "result")
+    assert out["outcomes"]["skipped_by_reason"] == {"unrepresentable": 1}, out
+    assert len(digests(server, bucket, "mirror/")) == 5  # everything else arrived

@@ -176,6 +176,8 @@ def _run(
             out["outcomes"] = counts.to_json()
             if summary.stopped == "interrupted":
                 code = EXIT_INTERRUPTED
+            elif tc.names_refused(counts):
+                code = EXIT_FAILED  # as 'ferry cp': a file left out for its name is not success
             refusal = sync.deletion_refusal(store, job_id, options)
             if refusal is not None:
                 code = code or EXIT_FAILED

@@ -156,11 +156,10 @@ def _task(plan: SyncPlan, item: Item, e: Entry, rel: str) -> NewTask:
     dst_b = plan.dst_backend
     dst = dst_b.join(plan.dst_root, *item.rel.split("/"))
     mt = mtime_us(e.mtime)
-    bad = next((r for r in (unsafe_reason(n) for n in item.rel.split("/")) if r), None)
-    if bad:
-        return NewTask(
-            "file", e.path, dst, rel, e.size, mt, state="skipped", error=bad, skip_reason=SkipReason.UNSAFE_NAME
-        )
+    refused = _refusal(dst_b, item.rel, e)
+    if refused is not None:
+        why, note = refused
+        return NewTask("file", e.path, dst, rel, e.size, mt, state="skipped", error=note, skip_reason=why)
     if e.kind is Kind.FILE:
         return NewTask("file", e.path, dst, rel, e.size, mt)
     if e.kind is Kind.DIR:
@@ -171,6 +170,33 @@ def _task(plan: SyncPlan, item: Item, e: Entry, rel: str) -> NewTask:
     return NewTask(
         e.kind.value, e.path, dst, rel, None, mt, state="skipped", error=what, skip_reason=SkipReason.UNSUPPORTED_TYPE
     )
+
+
+_KNOWN_SKIPS = {r.value: r for r in SkipReason}
+
+
+def _refusal(dst_b: Backend, rel: str, e: Entry) -> tuple[SkipReason, str] | None:
+    """Why a name is left out, as the planner would: refused by the source's listing itself (S3:
+    a key that is also a folder, ...), one that would leave the destination folder, or one the
+    destination cannot hold (S3 keys are UTF-8: a local name that is not)."""
+    skip = e.meta.get("skip")
+    if skip:
+        return _KNOWN_SKIPS.get(skip, SkipReason.UNSAFE_NAME), e.meta.get("name_note") or skip
+    for name in rel.split("/"):
+        reason = unsafe_reason(name)
+        if reason:
+            return SkipReason.UNSAFE_NAME, reason
+        if dst_b.scheme == "s3" and not _is_text(name):
+            return SkipReason.UNREPRESENTABLE, f"{name!r} is not valid UTF-8, which an S3 key must be"
+    return None
+
+
+def _is_text(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _keep_case_twins(plan: SyncPlan) -> None:
