@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 
 from helpers import file_events
 from sftp.test_cli_sftp import ferry_as, url, user_home
-from sshd import SshServer
+from sshd import SshServer, login_account
 
 T_NS = 1_600_000_000_123_456_789
 
@@ -53,6 +54,29 @@ def test_permissions_and_times_kept_up_and_down(sshd: SshServer, tmp_path: Path)
     assert _mode(back / "big.bin") == 0o640
     assert _mode(back / "shared") == 0o2775
     assert os.stat(back / "big.bin").st_mtime_ns == T_NS // 10**9 * 10**9
+
+
+def test_a_server_refusing_setstat_is_reported_per_file(sshd_factory: Callable[..., SshServer], tmp_path: Path) -> None:
+    """sftp-server's -P denies requests by name, as locked-down appliances do: the files land,
+    and each says its time and permissions were not kept, on the terminal and in its record."""
+    user = login_account().pw_name
+    server = sshd_factory(extra_config=[f"Match User {user}", "ForceCommand internal-sftp -P setstat,fsetstat"])
+    ferry = ferry_as(tmp_path, user_home(server, tmp_path))
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "run.sh").write_bytes(b"#!/bin/sh\n")
+    (src / "big.bin").write_bytes(os.urandom(3 << 20))
+    os.chmod(src / "run.sh", 0o755)
+    remote = server.mkdir()
+    res = ferry.ok("cp", "-r", "--json", src, url(server, f"{remote}/up"))
+    assert (remote / "up" / "run.sh").read_bytes() == b"#!/bin/sh\n"
+    files = file_events(res.stdout)
+    for name in ("up/run.sh", "up/big.bin"):
+        assert sorted(files[name]["not_kept"]) == ["mtime", "permissions"], files[name]
+        assert "modification time and permissions not kept: the server refused" in files[name]["verified"]
+    assert "permissions 0755 not kept" in files["up"]["verified"]  # the folder's chmod, refused too
+    res = ferry.ok("cp", src / "run.sh", url(server, f"{remote}/again.sh"))
+    assert "copied, not all kept: again.sh: " in res.stderr, res.stderr
 
 
 def test_hard_links_to_sftp_are_reported(sshd: SshServer, tmp_path: Path) -> None:

@@ -170,6 +170,9 @@ class Writer(ABC):
     evidence: tuple[Evidence, ...] = (Evidence.READBACK,)
     # For people: what the server confirmed, or why it could not (never read by code).
     verified_note: str = ""
+    # Read after commit(): non-empty when the destination refused to set the time and permission
+    # bits it was given (the file is in place all the same); for people, why.
+    attributes_refused: str = ""
 
     @abstractmethod
     def write(self, data: bytes | bytearray | memoryview) -> None: ...

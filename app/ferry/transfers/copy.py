@@ -99,6 +99,7 @@ class NotKept(StrEnum):
     """What of a file's metadata its copy could not keep (the note beside says why)."""
 
     PERMISSIONS = "permissions"
+    MTIME = "mtime"  # the modification time (a server that refused to set it)
     HOLES = "holes"  # a sparse source's holes: every byte written
     HARD_LINK = "hard-link"  # copied as a file of its own, not as another name of its twin
     XATTRS = "xattrs"  # extended attributes (POSIX ACLs among them)
@@ -314,7 +315,11 @@ def _keep_folder_attributes(
                 notes.append(f"permissions {mode:04o} kept as {mode | _OWNER_WX:04o}: the folder must stay writable")
                 mode |= _OWNER_WX
             if existing is None or existing.mode != mode:
-                ctx.dst.set_mode(task.dst, mode)
+                try:
+                    ctx.dst.set_mode(task.dst, mode)
+                except FerryError as exc:  # the folder is there: only its bits are not
+                    lost.append(NotKept.PERMISSIONS)
+                    notes.append(f"permissions {mode:04o} not kept: {exc.message}")
     if opts.xattrs:
         refused = _copy_xattrs(ctx, source, lambda attrs: ctx.dst.set_xattrs(task.dst, attrs))
         if refused:
@@ -658,6 +663,22 @@ def _link_to_twin(
     )
 
 
+def _refused(
+    ctx: CopyContext, source: Entry, why: str, lost: tuple[NotKept, ...], notes: list[str]
+) -> tuple[tuple[NotKept, ...], list[str]]:
+    """The destination refused to set the time and permission bits it was given at commit."""
+    more: list[NotKept] = []
+    names: list[str] = []
+    if ctx.options.preserve_mtime:
+        more.append(NotKept.MTIME)
+        names.append("modification time")
+    if source.mode is not None and ctx.options.preserve_permissions:
+        more.append(NotKept.PERMISSIONS)
+        names.append("permissions")
+    what = " and ".join(names) or "attributes"
+    return (*lost, *(k for k in more if k not in lost)), [*notes, f"{what} not kept: {why}"]
+
+
 def _copy_twice(
     task: Task, ctx: CopyContext, source: Entry, dst: str, overwrite: bool, resume: bool, cancel: CancelToken
 ) -> Outcome:
@@ -737,6 +758,8 @@ def _transfer(
             else:
                 moved = _streamed(ctx, source, writer, progress, cancel)
             verification = _verify_and_commit(ctx, source, dst, writer, moved, overwrite)
+            if writer.attributes_refused:
+                lost, notes = _refused(ctx, source, writer.attributes_refused, lost, notes)
     except BaseException:
         progress.rewind()
         raise

@@ -158,10 +158,11 @@ def stat_and_first_read(client: Any, f: Any, offset: int, size: int) -> tuple[An
 
 def setstat_then(
     client: Any, path: bytes, mtime: datetime | None, how: str, new: bytes, *, mode: int | None = None
-) -> None:
+) -> BaseException | None:
     """Set ``path``'s times and permission bits (if asked) and rename it, both requests in flight
     at once: one round trip per committed file instead of two. The server answers in order; both
-    answers are read even when the first is an error, so the channel stays in step."""
+    answers are read even when the first is an error, so the channel stays in step. Returns why
+    the server refused the times and permissions (the file is renamed all the same), or None."""
     nums = []
     if mtime is not None or mode is not None:
         attr = adapter.no_attributes()
@@ -183,5 +184,7 @@ def setstat_then(
             errors.append(exc)
     if errors[-1] is not None:
         raise errors[-1]
-    if errors[0] is not None:  # renamed, only the time could not be set: not worth failing the file
-        log.warning("could not set the modification time or permissions of %s: %s", from_wire(new), errors[0])
+    if len(errors) > 1 and errors[0] is not None:  # renamed, only the time and mode not set: said per file
+        log.info("could not set the modification time or permissions of %s: %s", from_wire(new), errors[0])
+        return errors[0]
+    return None

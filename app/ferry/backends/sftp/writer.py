@@ -521,21 +521,24 @@ class SFTPWriter(Writer):
             self._close_file()
             c = self._channel()
             mode = self._mode
+            refused: BaseException | None = None
             if overwrite:
-                setstat_then(
+                refused = setstat_then(
                     c, wire(self.temp_path), mtime, "posix-rename@openssh.com", wire(self.final_path), mode=mode
                 )
             else:
                 # SFTP's RENAME never replaces (OpenSSH: link()+unlink()): no lstat round trip
                 # first, which also closes the window for a name appearing in between.
                 try:
-                    setstat_then(c, wire(self.temp_path), mtime, "rename", wire(self.final_path), mode=mode)
+                    refused = setstat_then(c, wire(self.temp_path), mtime, "rename", wire(self.final_path), mode=mode)
                 except OSError as exc:
                     try:
                         c.lstat(wire(self.final_path))
                     except OSError:
                         raise map_error(exc, self.backend.display(self.final_path)) from exc
                     raise AlreadyExists(f"Already exists: {self.backend.display(self.final_path)}") from exc
+            if refused is not None:
+                self.attributes_refused = f"the server refused to set them ({refused})"
         except FerryError:
             raise
         except Exception as exc:
