@@ -302,7 +302,7 @@ def apply_deletions(plan: SyncPlan, backup: str | None) -> Deleted:
                 _remove_dir(b, entry, backup is not None)
                 continue
             now = b.stat(entry.path)
-            if now.kind is not entry.kind or now.size != entry.size or now.exact_mtime_ns != entry.exact_mtime_ns:
+            if not _unchanged(entry, now):
                 out.kept += 1
                 out.errors.append(f"kept {b.display(entry.path)}: it changed since the comparison")
                 continue
@@ -320,6 +320,18 @@ def apply_deletions(plan: SyncPlan, backup: str | None) -> Deleted:
                 out.kept += 1
                 out.errors.append(f"could not delete {b.display(entry.path)}: {describe(exc)}")
     return out
+
+
+def _unchanged(listed: Entry, now: Entry) -> bool:
+    """Whether the entry found just before deleting is the one the comparison listed. S3 objects
+    compare by ETag (a listing gives the upload time, a HEAD the file's time kept in metadata: the
+    two never agree); other entries by kind, size and time."""
+    if now.kind is not listed.kind or now.size != listed.size:
+        return False
+    etag_then, etag_now = listed.meta.get("etag"), now.meta.get("etag")
+    if etag_then and etag_now:
+        return etag_then == etag_now
+    return now.exact_mtime_ns == listed.exact_mtime_ns
 
 
 def _remove_dir(b: Backend, entry: Entry, quiet: bool) -> None:
