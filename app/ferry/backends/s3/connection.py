@@ -290,14 +290,18 @@ class S3Connection:
             Bucket=self.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body, **kw
         )
 
-    def put_object(self, key: str, body: bytes, kw: Mapping[str, Any]) -> Any:
-        """PutObject in one request (botocore also words every error)."""
+    def put_object(self, key: str, body: bytes, kw: Mapping[str, Any], resent: Callable[[], None] | None = None) -> Any:
+        """PutObject in one request (botocore also words every error). ``resent`` is called when
+        the lean client's attempt broke off after it may have reached the store (no answer read),
+        before botocore sends the same request again: a no-overwrite PUT may then meet the object
+        that attempt made (see ``S3Writer``)."""
         lean = self._usable_lean()
         if lean is not None:
             try:
                 return lean.put_object(self.bucket, key, body, kw)
-            except Fallback:
-                pass
+            except Fallback as exc:
+                if resent is not None and exc.__cause__ is not None:
+                    resent()
         return self.client.put_object(Bucket=self.bucket, Key=key, Body=body, **kw)
 
     def list_page(self, prefix: str, delimiter: str | None, max_keys: int, token: str | None) -> Mapping[str, Any]:

@@ -47,6 +47,12 @@ class NoSuchBucket(UsageError):
     refused before anything is queued (exit 2), where "not found" would read as "create it"."""
 
 
+class UploadGone(NotFound):
+    """The multipart upload no longer exists (S3's ``NoSuchUpload``): aborted, expired, or already
+    assembled by a CompleteMultipartUpload whose answer was lost. A writer that sent that complete
+    decides by this type (never by the words) whether to look for its own object under the key."""
+
+
 class ServiceAnswer(Exception):
     """An error answer in the ``response`` shape botocore's ClientError has (a DeleteObjects
     per-key error): what :func:`map_error` reads."""
@@ -173,7 +179,7 @@ def _missing(code: str, status: int, what: str, b: str, detail: str) -> FerryErr
     if code in ("NoSuchKey", "NotFound", "404") or (status == 404 and code != "NoSuchUpload"):
         return NotFound(f"No such object: {what}", detail)
     if code == "NoSuchUpload":
-        return NotFound(f"The multipart upload for {what} no longer exists (aborted or cleaned up)", detail)
+        return UploadGone(f"The multipart upload for {what} no longer exists (aborted or cleaned up)", detail)
     if code == "InvalidObjectState":
         return Archived(
             f"{what} is archived (Glacier/Deep Archive) and not restored: request a restore with "

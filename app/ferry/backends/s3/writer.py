@@ -41,8 +41,10 @@ from ferry.backends.base import ResumeSlot, Writer
 from ferry.backends.s3.checksums import Support, composite_sha256, same_composite, support
 from ferry.backends.s3.connection import S3Connection
 from ferry.backends.s3.entries import attribute_metadata
+from ferry.backends.s3.errors import UploadGone
+from ferry.backends.s3.evidence import Facts
 from ferry.backends.s3.multipart import choose_part_size, list_parts, multipart_etag
-from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, UsageError
+from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, Transient, UsageError
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
@@ -125,6 +127,23 @@ def _note(checked: list[str], matched: list[str]) -> str:
 
 def _etag(resp: dict[str, Any]) -> str:
     return str(resp.get("ETag", "")).strip('"')
+
+
+# Keys ("s3://bucket/key") whose PutObject or CompleteMultipartUpload this process sent and never
+# heard the answer of (the connection broke after the request went): the store may have acted on
+# it. The copy's next attempt at the same key is then a retry of our own write (see _unanswered).
+_UNANSWERED: set[str] = set()
+_UNANSWERED_MAX = 10_000
+
+
+def _retried(exc: BaseException) -> bool:
+    """Whether botocore sent the request that ended in ``exc`` more than once (its own retries):
+    an earlier try may have reached the store and lost only its answer."""
+    meta = (getattr(exc, "response", None) or {}).get("ResponseMetadata") or {}
+    return int(meta.get("RetryAttempts") or 0) > 0
+
+
+_LOST_NOTE = "answer lost, retried: the store's object checked by HEAD"
 
 
 class S3Writer(Writer):
@@ -539,12 +558,37 @@ class S3Writer(Writer):
                     self._complete(cond)
                 else:
                     self._put(cond, mtime)
-        except FerryError:
+        except FerryError as exc:
+            self._unanswered(lost=isinstance(exc, Transient))
             raise
         except Exception as exc:
-            raise self._c.err(exc, f"writing {what}") from exc
+            err = self._c.err(exc, f"writing {what}")
+            self._unanswered(lost=isinstance(err, Transient))
+            raise err from exc
+        self._unanswered(lost=False)
         self._done = True
         self._save_state(None)
+
+    def _unanswered(self, *, lost: bool | None = None) -> bool:
+        """Whether an earlier write of this key by this process went unanswered; with ``lost``,
+        record (True) or forget (False) that the write just sent went unanswered."""
+        name = self._c.display(self.final_path)
+        before = name in _UNANSWERED
+        if lost:
+            if len(_UNANSWERED) >= _UNANSWERED_MAX:
+                _UNANSWERED.clear()
+            _UNANSWERED.add(name)
+        elif lost is not None:
+            _UNANSWERED.discard(name)
+        return before
+
+    def _stored(self) -> tuple[dict[str, Any], Facts] | None:
+        """What the store holds under the key now (HEAD, with its additional checksums), or None."""
+        try:
+            head = dict(self._c.head_object(self.final_path, checksum_mode=True))
+        except Exception:
+            return None  # nothing there, or no answer: no evidence that it is ours
+        return head, Facts.from_head(head, int(head.get("ContentLength") or -1))
 
     def _put(self, cond: dict[str, Any], mtime: datetime | None) -> None:
         body = bytes(self._buf)
@@ -582,7 +626,7 @@ class S3Writer(Writer):
         meta.update(self._attributes(mtime))  # rclone's conventions: mtime in seconds, mode in octal
         if meta:
             kw["Metadata"] = meta
-        resp = self._c.put_object(self.final_path, body, kw)
+        resp, recovered = self._send_put(body, kw, md5)
         matched: list[str] = []
         what = self._c.display(self.final_path)
         wrong = ""
@@ -603,7 +647,47 @@ class S3Writer(Writer):
             raise ChecksumMismatch(wrong)
         self.evidence = tuple(evidence)
         self.verified_note = _note(checked, matched)
+        if recovered:
+            self.verified_note = f"{self.verified_note}; {_LOST_NOTE}" if self.verified_note else _LOST_NOTE
+            return  # the store refused the repeat (412): it honours If-None-Match, nothing to learn
         self._learn_conditional(cond, body, kw)
+
+    def _send_put(self, body: bytes, kw: dict[str, Any], md5: str) -> tuple[dict[str, Any], bool]:
+        """PutObject; and whether its answer is what the store holds after a retry of ours.
+
+        A no-overwrite PUT whose answer was lost is sent again (botocore's retries, the lean
+        client's fall-back to botocore, or the copy's next attempt); the store then refuses it
+        (412) because of the object the first one made. Only then, and only if that object is this
+        body by the store's own digests (ETag = our MD5, its SHA-256 checksum or Ferry's SHA-256
+        metadata = ours, same size), it counts as written: its HEAD stands for the lost answer.
+        Anything else stays the conflict it is."""
+        resent = [self._unanswered()]
+        try:
+            return dict(self._c.put_object(self.final_path, body, kw, resent=lambda: resent.append(True))), False
+        except Exception as exc:
+            err = self._c.err(exc, f"writing {self._c.display(self.final_path)}")
+            if isinstance(err, AlreadyExists) and "IfNoneMatch" in kw and (any(resent) or _retried(exc)):
+                found = self._stored()
+                if found is not None and self._same_single(found[1], len(body), kw, md5):
+                    return found[0], True
+            raise err from exc
+
+    @staticmethod
+    def _same_single(facts: Facts, size: int, kw: dict[str, Any], md5: str) -> bool:
+        """Whether the object HEAD described is the body a single PUT sent (``kw``, its ``md5``):
+        the same size and every digest the store kept equal to ours, at least one of them."""
+        if facts.size != size:
+            return False
+        pairs: list[tuple[str, str]] = []
+        if md5 and facts.etag_is_md5:
+            pairs.append((facts.etag, md5))
+        sha = str(kw.get("ChecksumSHA256") or "")
+        if sha and facts.checksums.get("SHA256"):
+            pairs.append((facts.checksums["SHA256"], sha))
+        sent_sha = str((kw.get("Metadata") or {}).get("ferry-sha256") or "")
+        if sent_sha and facts.ferry_sha256:
+            pairs.append((facts.ferry_sha256, sent_sha))
+        return bool(pairs) and all(got == want for got, want in pairs)
 
     def _learn_conditional(self, cond: dict[str, Any], body: bytes, kw: dict[str, Any]) -> None:
         """A no-overwrite PUT (``cond``) once more, onto the object it just made, until the store
@@ -642,13 +726,12 @@ class S3Writer(Writer):
                     raise ChecksumMismatch(f"Part {n} of {what} has no SHA-256 checksum recorded")
                 item["ChecksumSHA256"] = v[3]
             listed.append(item)
-        resp = self._c.client.complete_multipart_upload(
-            Bucket=self._c.bucket,
-            Key=self.final_path,
-            UploadId=self._upload_id,
-            MultipartUpload={"Parts": listed},
-            **cond,
-        )
+        resp, recovered = self._send_complete(listed, parts, cond)
+        if recovered == "read-back":
+            # The store's HEAD had no digest to compare (rclone: the whole object's MD5 as ETag):
+            # each part was read back and matched its MD5. Nothing else to compare.
+            self.evidence, self.verified_note = (Evidence.READBACK,), f"{_LOST_NOTE}; {len(parts)} parts read back"
+            return
         try:
             note, evidence = self._check_assembled(resp, parts)
         except ChecksumMismatch:
@@ -659,7 +742,78 @@ class S3Writer(Writer):
             how = " (SHA-256 part checksums)" if self._part_sha else ""
             resumed = f"resumed: {self._resumed_parts} part(s) already on the server, checked with ListParts{how}"
             note = f"{note}; {resumed}" if note else resumed
+        if recovered:
+            note = f"{note}; {_LOST_NOTE}" if note else _LOST_NOTE
         self.evidence, self.verified_note = evidence, note
+
+    def _send_complete(
+        self, listed: list[dict[str, Any]], parts: list[tuple[int, tuple[str, int, str, str]]], cond: dict[str, Any]
+    ) -> tuple[dict[str, Any], str]:
+        """CompleteMultipartUpload; and, after a retry, how the object found stands for the answer
+        ("" when the store answered: "head" or "read-back").
+
+        A complete whose answer was lost has assembled the object already: sent again, it meets
+        NoSuchUpload (the upload is gone) or, with If-None-Match, 412. Only on such a retry of
+        ours, and only if the object under the key has this upload's multipart ETag (from the
+        parts' MD5s) or composite SHA-256 checksum and its size, does it count as assembled; its
+        HEAD then stands for the lost answer and is checked as that answer would have been. Where
+        the HEAD shows neither (rclone serve s3 keeps the whole object's MD5 as its ETag), each part
+        is read back and compared with its MD5: the object is ours only if every one matches."""
+        earlier = self._unanswered()
+        try:
+            return dict(
+                self._c.client.complete_multipart_upload(
+                    Bucket=self._c.bucket,
+                    Key=self.final_path,
+                    UploadId=self._upload_id,
+                    MultipartUpload={"Parts": listed},
+                    **cond,
+                )
+            ), ""
+        except Exception as exc:
+            err = self._c.err(exc, f"writing {self._c.display(self.final_path)}")
+            if isinstance(err, (UploadGone, AlreadyExists)) and (earlier or _retried(exc)):
+                found = self._stored()
+                same = self._same_assembled(found[1], parts) if found is not None else False
+                if found is not None and same:
+                    return found[0], "head"
+                if found is not None and same is None and self._parts_read_back(parts, str(found[0].get("ETag") or "")):
+                    return found[0], "read-back"
+            raise err from exc
+
+    def _parts_read_back(self, parts: list[tuple[int, tuple[str, int, str, str]]], etag: str) -> bool:
+        """Read the object back part by part (If-Match its ETag): every part's MD5 equals ours."""
+        if not all(v[2] for _, v in parts):
+            return False
+        buf = bytearray(max(v[1] for _, v in parts))
+        lo = 0
+        try:
+            for _, v in parts:
+                view = memoryview(buf)[: v[1]]
+                self._c.fetch_range(self.final_path, lo, view, etag)
+                if hashlib.md5(view).hexdigest() != v[2]:
+                    return False
+                lo += v[1]
+        except FerryError:
+            return False  # could not read it all: no evidence, the original error stands
+        return True
+
+    def _same_assembled(self, facts: Facts, parts: list[tuple[int, tuple[str, int, str, str]]]) -> bool | None:
+        """Whether the object HEAD described is what these parts assemble to: the same size, and
+        the multipart ETag or the composite SHA-256 checksum the parts make (None: the same size,
+        but the HEAD shows neither)."""
+        if facts.size != sum(v[1] for _, v in parts):
+            return False
+        if facts.parts != len(parts) and not facts.checksums.get("SHA256"):
+            return None  # no multipart ETag (rclone: the whole object's MD5), no checksum
+        pairs: list[bool] = []
+        md5s = [v[2] for _, v in parts]
+        if all(md5s) and facts.etag_is_md5 and facts.parts and self._sse not in _KMS:
+            pairs.append(facts.etag == multipart_etag(md5s))
+        answered = facts.checksums.get("SHA256", "")
+        if self._part_sha and answered and all(v[3] for _, v in parts):
+            pairs.append(same_composite(answered, composite_sha256([base64.b64decode(v[3]) for _, v in parts])))
+        return bool(pairs) and all(pairs)
 
     def _check_assembled(
         self, resp: dict[str, Any], parts: list[tuple[int, tuple[str, int, str, str]]]
