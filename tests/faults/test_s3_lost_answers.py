@@ -31,9 +31,16 @@ class LostAnswerProxy:
     ``match(method, target)`` picks: the request goes through whole, the store acts on it, and
     the client's connection is closed when the store's final answer arrives, unread."""
 
-    def __init__(self, port: int, match: Callable[[str, str], bool], count: int = 1) -> None:
+    def __init__(
+        self,
+        port: int,
+        match: Callable[[str, str], bool],
+        count: int = 1,
+        on_drop: Callable[[], None] | None = None,
+    ) -> None:
         self.upstream = port
         self.match = match
+        self.on_drop = on_drop  # run once the store has answered, before the client hears anything
         self.left = count
         self.dropped: list[str] = []  # the requests whose answer was dropped
         self.requests: list[str] = []  # every request seen, "METHOD target"
@@ -88,7 +95,10 @@ class LostAnswerProxy:
                     if not data:
                         break
                     if armed.is_set():
-                        break  # the store answered the picked request: the client never hears it
+                        # The store answered the picked request: the client never hears it.
+                        if self.on_drop is not None:
+                            self.on_drop()
+                        break
                     client.sendall(data)
             except OSError:
                 pass
@@ -172,9 +182,13 @@ RETRIES = {
 
 @contextlib.contextmanager
 def _through(
-    server: S3Server, tmp_path: Path, match: Callable[[str, str], bool], env: dict[str, str]
+    server: S3Server,
+    tmp_path: Path,
+    match: Callable[[str, str], bool],
+    env: dict[str, str],
+    on_drop: Callable[[], None] | None = None,
 ) -> Iterator[tuple[Ferry, LostAnswerProxy]]:
-    proxy = LostAnswerProxy(server.port, match)
+    proxy = LostAnswerProxy(server.port, match, on_drop=on_drop)
     ferry = Ferry(home=tmp_path, cwd=tmp_path, extra_env={**server.env(proxy.endpoint), **env})
     try:
         yield ferry, proxy
@@ -217,3 +231,22 @@ def test_single_put_whose_answer_is_lost_is_recognised_as_ours(store: S3Server, 
 def test_multipart_complete_whose_answer_is_lost_is_recognised_as_ours(tmp_path: Path, how: str) -> None:
     event = _copy_once(_server("rclone"), tmp_path, 12 * MiB, "big.bin", how)
     assert event["evidence"] == ["read-back"], event
+
+
+@pytest.mark.parametrize("how", list(RETRIES))
+def test_lost_answer_then_someone_elses_object_stays_a_conflict(store: S3Server, tmp_path: Path, how: str) -> None:
+    """Between the lost answer and the retry another writer replaced the object: the retry's 412
+    is a real conflict then, and Ferry neither counts it copied nor touches the other object."""
+    bucket = store.new_bucket()
+    src = tmp_path / "small.bin"
+    src.write_bytes(b"ours" * 25_000)
+    theirs = b"them" * 25_000  # the same size: only the digests tell them apart
+
+    def replace() -> None:
+        store.client().put_object(Bucket=bucket, Key="small.bin", Body=theirs)
+
+    with _through(store, tmp_path, _single_put("small.bin"), RETRIES[how], replace) as (ferry, proxy):
+        res = ferry("cp", "--json", src, f"s3://{bucket}/small.bin", timeout=120)
+    assert proxy.dropped and res.returncode == 1, describe(res)
+    assert result_event(res.stdout)["outcomes"]["failed_by_kind"] == {"already-exists": 1}, res.stdout
+    assert store.client().get_object(Bucket=bucket, Key="small.bin")["Body"].read() == theirs
