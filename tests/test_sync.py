@@ -183,19 +183,27 @@ def _plan(src: Path, dst: Path, *, delete: bool = True) -> tuple[Any, Any, Any]:
 
 
 def test_a_source_that_disappears_mid_sync_prevents_deletions(tmp_path: Path) -> None:
+    from ferry.backends.registry import BackendPool
+    from ferry.core.address import parse_address
+    from ferry.transfers import sync
+    from ferry.transfers.compare import By
     from ferry.transfers.options import JobOptions
     from ferry.transfers.scheduler import RunConfig, Runner
-    from ferry.transfers.sync import create_sync_job, deletion_refusal
 
     src, dst = trees(tmp_path)
-    pool, (s, d), plan = _plan(src, dst)
-    (src / "new" / "missing.txt").unlink()  # gone between the comparison and its copy
+    pool = BackendPool()
+    s, d = parse_address(str(src)), parse_address(str(dst))
     store = Store(tmp_path / "q.db")
     try:
         options = JobOptions(recursive=True, on_conflict="overwrite", label="sync")
-        job = create_sync_job(store, s, d, plan, options, {})
+        job = sync.new_sync_job(store, s, d, sync.sync_root(pool, s, d), options)
+        assert store.job(job).state == "paused"  # held while the comparison fills it
+        plan = sync.plan_sync(pool, s, d, by=By.SIZE_MTIME, delete=True, sink=sync.task_sink(store, job))
+        assert plan.tasks == [] and plan.tasks_total == 4  # in the queue (new/, three files), not in memory
+        (src / "new" / "missing.txt").unlink()  # gone between the comparison and its copy
+        sync.start_sync_job(store, job, {})
         Runner(store, RunConfig(job_ids=[job], parallel=2), pool=pool).run()
-        refusal = deletion_refusal(store, job, options)
+        refusal = sync.deletion_refusal(store, job, options)
         assert refusal is not None and "1 failed" in refusal
         assert store.outcome_counts(job).failed_total == 1
     finally:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ferry.backends.registry import BackendPool
     from ferry.core.address import Address
     from ferry.transfers.options import JobOptions
+    from ferry.transfers.store import Store
     from ferry.transfers.sync import SyncPlan
 
 
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
     from ferry.transfers.compare import By
     from ferry.transfers.jobs import resolve
     from ferry.transfers.options import JobOptions
+    from ferry.transfers.store import Store
 
     if args.backup_dir and not args.delete:
         raise UsageError("--backup-dir keeps what --delete removes: give --delete too")
@@ -101,20 +103,47 @@ def run(args: argparse.Namespace) -> int:
     backup = resolve(args.backup_dir) if args.backup_dir else None
     options = JobOptions(recursive=True, verify=args.verify, on_conflict="overwrite", label="sync")
     with BackendPool() as pool:
-        plan = sync.plan_sync(pool, src, dst, by=By(args.by), delete=args.delete)
-        if args.delete:
-            sync.check_deletions(plan, args.max_delete)
-            sync.check_backup_dir(plan, backup)
         if args.dry_run:
+            plan = sync.plan_sync(pool, src, dst, by=By(args.by), delete=args.delete, record_actions=True)
+            _check(args, plan, backup)
             return _dry_run(plan, args.json)
-        return _run(args, pool, plan, options, (src, dst), backup.path if backup else None)
+        sync.sides(pool, src, dst)  # bad input exits 2 before the job exists
+        store = Store()
+        try:
+            # The copies go into the job as the comparison finds them (held paused meanwhile), so
+            # a first sync of a million files never holds a million tasks; a refusal removes it.
+            new = sync.new_sync_job(store, src, dst, sync.sync_root(pool, src, dst), options)
+            try:
+                plan = sync.plan_sync(
+                    pool, src, dst, by=By(args.by), delete=args.delete, sink=sync.task_sink(store, new)
+                )
+                _check(args, plan, backup)
+            except BaseException:
+                store.delete_jobs([new])
+                raise
+            job_id: int | None = new
+            if plan.tasks_total:
+                info = {"delete": args.delete, "backup_dir": backup.path if backup else None}
+                sync.start_sync_job(store, new, {**info, "deletions": plan.delete_files})
+            else:
+                store.delete_jobs([new])  # nothing to copy: no job
+                job_id = None
+            return _run(args, pool, store, plan, job_id, options, backup.path if backup else None)
+        finally:
+            store.close()
+
+
+def _check(args: argparse.Namespace, plan: SyncPlan, backup: Address | None) -> None:
+    from ferry.transfers import sync
+
+    if args.delete:
+        sync.check_deletions(plan, args.max_delete)
+        sync.check_backup_dir(plan, backup)
 
 
 def _dry_run(plan: SyncPlan, as_json: bool) -> int:
-    size = 0
+    size = plan.bytes
     for action, rel, n in plan.actions:
-        if action.value != "delete":
-            size += n or 0
         if as_json:
             print(json.dumps({"event": "plan", "action": action.value, "path": rel, "size": n}, ensure_ascii=False))
         else:
@@ -129,10 +158,9 @@ def _dry_run(plan: SyncPlan, as_json: bool) -> int:
 
 
 def _plan_counts(plan: SyncPlan) -> dict[str, int]:
-    replace = sum(1 for a, _r, _n in plan.actions if a.value == "replace")
     return {
-        "copy": plan.copy_files - replace,
-        "replace": replace,
+        "copy": plan.copies,
+        "replace": plan.replaces,
         "delete": plan.delete_files,
         "identical": plan.totals.same,
     }
@@ -149,24 +177,20 @@ def _plan_line(plan: SyncPlan) -> str:
 def _run(
     args: argparse.Namespace,
     pool: BackendPool,
+    store: Store,
     plan: SyncPlan,
+    job_id: int | None,
     options: JobOptions,
-    ends: tuple[Address, Address],
     backup: str | None,
 ) -> int:
     from ferry.transfers import sync
     from ferry.transfers.scheduler import RunConfig, Runner
-    from ferry.transfers.store import Store
 
-    out: dict[str, Any] = {"event": "result", **_plan_counts(plan), "job": None, "deleted": 0, "kept": 0}
+    out: dict[str, Any] = {"event": "result", **_plan_counts(plan), "job": job_id, "deleted": 0, "kept": 0}
     lines = [_plan_line(plan)]
     code = EXIT_OK
-    store = Store()
     try:
-        if plan.tasks:
-            info = {"delete": args.delete, "backup_dir": backup, "deletions": plan.delete_files}
-            job_id = sync.create_sync_job(store, ends[0], ends[1], plan, options, info)
-            out["job"] = job_id
+        if job_id is not None:
             runner = Runner(store, RunConfig(job_ids=[job_id], **tc.parallel_config(args.parallel)), pool=pool)
             output = tc.Output(runner.accounting, as_json=args.json)
             runner.listener = tc.RunListener(output)
@@ -200,4 +224,3 @@ def _run(
             print(json.dumps(out))
         else:
             sys.stderr.write("\n".join(lines) + "\n")
-        store.close()

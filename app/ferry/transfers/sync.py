@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -45,32 +46,86 @@ class Action(StrEnum):
     DELETE = "delete"  # only in the destination (with --delete)
 
 
+TaskSink = Callable[[list[NewTask]], None]
+
+
 @dataclass
 class SyncPlan:
     src: Side
     dst_backend: Backend
     dst_root: str
     dst_exists: bool
+    # The copies: handed to ``sink`` in batches as the comparison goes (into the job), else kept.
+    sink: TaskSink | None = None
     tasks: list[NewTask] = field(default_factory=list)
+    record_actions: bool = False
     actions: list[tuple[Action, str, int | None]] = field(default_factory=list)  # for the dry run
     deletions: list[Entry] = field(default_factory=list)  # walk order: a folder before its contents
     totals: Totals = field(default_factory=Totals)
     src_files: int = 0
     dst_files: int = 0
-
-    @property
-    def copy_files(self) -> int:
-        return sum(1 for t in self.tasks if t.kind != "dir" and t.state == "queued")
+    copies: int = 0  # files (and links) to copy that the destination does not have
+    replaces: int = 0  # files to copy over a different one
+    bytes: int = 0
+    tasks_total: int = 0
+    # Destination paths copied, casefolded: kept only where the destination folds case.
+    copied_folded: set[str] | None = None
 
     @property
     def delete_files(self) -> int:
         return sum(1 for e in self.deletions if e.kind is not Kind.DIR)
 
+    def add_task(self, task: NewTask) -> None:
+        self.tasks.append(task)
+        self.tasks_total += 1
+        if self.copied_folded is not None:
+            self.copied_folded.add(task.dst.casefold())
+        if self.sink is not None and len(self.tasks) >= _BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.sink is not None and self.tasks:
+            self.sink(self.tasks)
+            self.tasks = []
+
 
 def plan_sync(
-    pool: BackendPool, src: Address, dst: Address, *, by: By, delete: bool, cancel: CancelToken | None = None
+    pool: BackendPool,
+    src: Address,
+    dst: Address,
+    *,
+    by: By,
+    delete: bool,
+    cancel: CancelToken | None = None,
+    sink: TaskSink | None = None,
+    record_actions: bool = False,
 ) -> SyncPlan:
-    """Compare the whole of both trees and decide every copy and deletion; changes nothing."""
+    """Compare the whole of both trees and decide every copy and deletion; changes nothing but
+    what ``sink`` does with the copies (batches of tasks, as they are decided). Without a sink the
+    tasks are kept in ``plan.tasks``; ``record_actions`` keeps one line per file for a dry run."""
+    src_side, dst_side, exists = sides(pool, src, dst)
+    dst_b = dst_side.backend
+    plan = SyncPlan(src_side, dst_b, dst.path, exists, sink=sink, record_actions=record_actions)
+    if delete and folds_case(dst_b, dst.path):
+        plan.copied_folded = set()
+    root_rel = dst_b.split(dst.path)[1] or "sync"
+    if exists:
+        items = compare(src_side, dst_side, by=by, recursive=True, cancel=cancel, totals=plan.totals)
+    else:
+        items = _all_new(src_side, cancel)
+    for item in items:
+        plan.totals.add(item)
+        _count(plan, item)
+        _decide(plan, item, root_rel, delete)
+    plan.flush()
+    if plan.copied_folded is not None:
+        _keep_case_twins(plan, plan.copied_folded)
+    return plan
+
+
+def sides(pool: BackendPool, src: Address, dst: Address) -> tuple[Side, Side, bool]:
+    """Check a sync request (UsageError, nothing changed): the source and destination as sides, and
+    whether the destination exists yet."""
     src_b, dst_b = pool.get(src), pool.get(dst)
     src_side = open_side(src_b, src.path, "Source")
     if not src_side.is_dir:
@@ -93,19 +148,7 @@ def plan_sync(
         dst_side, exists = Side(dst_b, dst.path, True), False
     if not dst_side.is_dir:
         raise UsageError(f"Destination {dst} is a file: sync needs a folder")
-    plan = SyncPlan(src_side, dst_b, dst.path, exists)
-    root_rel = dst_b.split(dst.path)[1] or "sync"
-    if exists:
-        items = compare(src_side, dst_side, by=by, recursive=True, cancel=cancel, totals=plan.totals)
-    else:
-        items = _all_new(src_side, cancel)
-    for item in items:
-        plan.totals.add(item)
-        _count(plan, item)
-        _decide(plan, item, root_rel, delete)
-    if delete and folds_case(dst_b, dst.path):
-        _keep_case_twins(plan)
-    return plan
+    return src_side, dst_side, exists
 
 
 def _all_new(side: Side, cancel: CancelToken | None) -> Iterator[Item]:
@@ -138,7 +181,7 @@ def _decide(plan: SyncPlan, item: Item, root_rel: str, delete: bool) -> None:
     if item.state is State.ONLY_B:
         if delete and item.b is not None:
             plan.deletions.append(item.b)
-            if item.b.kind is not Kind.DIR:
+            if item.b.kind is not Kind.DIR and plan.record_actions:
                 plan.actions.append((Action.DELETE, item.rel, item.b.size))
         return
     if item.state is State.SAME or item.a is None:
@@ -147,8 +190,16 @@ def _decide(plan: SyncPlan, item: Item, root_rel: str, delete: bool) -> None:
         return  # a folder where the destination has a file: the copies into it fail, saying why
     # (A file where the destination has a folder is planned too: its copy fails, so no deletion follows.)
     action = Action.COPY if item.state is State.ONLY_A else Action.REPLACE
-    plan.tasks.append(_task(plan, item, item.a, f"{root_rel}/{item.rel}"))
-    if item.a.kind is not Kind.DIR:
+    task = _task(plan, item, item.a, f"{root_rel}/{item.rel}")
+    plan.add_task(task)
+    if item.a.kind is Kind.DIR or task.state != "queued":
+        return
+    if action is Action.COPY:
+        plan.copies += 1
+    else:
+        plan.replaces += 1
+    plan.bytes += item.a.size or 0
+    if plan.record_actions:
         plan.actions.append((action, item.rel, item.a.size))
 
 
@@ -199,10 +250,9 @@ def _is_text(name: str) -> bool:
     return True
 
 
-def _keep_case_twins(plan: SyncPlan) -> None:
+def _keep_case_twins(plan: SyncPlan, copied: set[str]) -> None:
     """On a destination that does not tell case apart, ``data.txt`` and a copied ``Data.txt`` are
     one file: deleting the first would delete the copy."""
-    copied = {t.dst.casefold() for t in plan.tasks}
     plan.deletions = [e for e in plan.deletions if e.path.casefold() not in copied]
 
 
@@ -248,25 +298,34 @@ def check_backup_dir(plan: SyncPlan, backup: Address | None) -> None:
 # ---------------------------------------------------------------- the job
 
 
-def create_sync_job(
-    store: Store, src: Address, dst: Address, plan: SyncPlan, options: JobOptions, info: dict[str, object]
-) -> int:
-    """The copies as one job, already planned, held by this process until its runner starts."""
+def new_sync_job(store: Store, src: Address, dst: Address, plan_root: Root, options: JobOptions) -> int:
+    """An empty sync job, already counted as planned and held paused while the comparison adds its
+    copies (:func:`task_sink`): a sync killed while comparing leaves a paused job holding only real
+    differences, never a job that would walk and copy the whole tree."""
     from ferry.transfers.jobs import create_job
 
-    root = Root(
-        plan.src.backend,
-        plan.src.backend.stat(plan.src.root),
-        plan.dst_backend,
-        plan.dst_root,
-        plan.dst_backend.split(plan.dst_root)[1] or "sync",
-    )
-    job_id = create_job(store, [src], dst, [root], options, state="running", runner=runner_id())
-    store.set_job_value(job_id, SYNC_KEY, json.dumps(info, sort_keys=True))
-    for i in range(0, len(plan.tasks), _BATCH):
-        store.add_tasks(job_id, plan.tasks[i : i + _BATCH])
+    job_id = create_job(store, [src], dst, [plan_root], options, state="paused")
+    store.set_job_state(job_id, "paused", "sync: comparing (run the same 'ferry sync' again if this stays)")
     store.mark_planned(job_id)
     return job_id
+
+
+def sync_root(pool: BackendPool, src: Address, dst: Address) -> Root:
+    src_b, dst_b = pool.get(src), pool.get(dst)
+    return Root(src_b, src_b.stat(src.path), dst_b, dst.path, dst_b.split(dst.path)[1] or "sync")
+
+
+def task_sink(store: Store, job_id: int) -> TaskSink:
+    def add(batch: list[NewTask]) -> None:
+        store.add_tasks(job_id, batch)
+
+    return add
+
+
+def start_sync_job(store: Store, job_id: int, info: dict[str, object]) -> None:
+    """The comparison is complete and allowed: the job is this process's to run now."""
+    store.set_job_value(job_id, SYNC_KEY, json.dumps(info, sort_keys=True))
+    store.set_job_state(job_id, "running", runner=runner_id(), heartbeat=time.time())
 
 
 def deletion_refusal(store: Store, job_id: int, options: JobOptions) -> str | None:
