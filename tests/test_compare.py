@@ -151,3 +151,13 @@ def test_merge_reports_before_the_listings_end(tmp_path: Path) -> None:
     first = next(iter(compare(Side(left, str(a), True), Side(right, str(b), True), recursive=True)))
     assert first.rel == "d00" and first.state is State.SAME
     assert len(listed) <= 4, listed  # the two roots and at most the first folder of each
+
+
+def test_ferrys_own_partial_files_are_not_compared(ferry: Ferry, tmp_path: Path) -> None:
+    """A paused copy's partial file at B is Ferry's, not a difference (and a sync never deletes it)."""
+    a, b = pair(tmp_path)
+    put(b, "deep/.big.bin.7.ferry-part", b"half a file")
+    res = ferry("compare", "-r", a, b)
+    assert res.returncode == 0, describe(res)
+    res = ferry("sync", "--delete", "--max-delete", "5", a, b)
+    assert res.returncode == 0 and (b / "deep/.big.bin.7.ferry-part").exists(), describe(res)

@@ -49,8 +49,10 @@ def keys(server: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
     c = server.client()
     out: dict[str, bytes] = {}
     for obj in c.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []):
-        if obj["Key"].endswith("/"):
-            continue  # a folder's marker (moto keeps the ones mkdir makes)
+        if obj["Key"].endswith("/") or "/.ferry-probe-" in "/" + obj["Key"]:
+            # A folder's marker (moto keeps the ones mkdir makes), or an S3 checksum probe that
+            # 'rclone serve s3' now and then still lists after Ferry deleted it.
+            continue
         out[obj["Key"][len(prefix) :]] = c.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
     return out
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
 
-from ferry.backends.base import Backend, Entry, Kind
+from ferry.backends.base import PARTIAL_SUFFIX, Backend, Entry, Kind
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import FerryError, NotFound, Unsupported, UsageError
 from ferry.core.hashing import new_hasher
@@ -135,10 +135,19 @@ def sorted_walk(
         if entry is None:
             stack.pop()
             continue
+        if is_ferrys_own(entry.name):
+            continue
         key = (*parent, entry.name)
         yield key, entry
         if recursive and entry.kind is Kind.DIR:
             stack.append((key, iter(_sorted_list(backend, entry.path, cancel))))
+
+
+def is_ferrys_own(name: str) -> bool:
+    """Ferry's own temporary names: a partial file (``.NAME.TOKEN.ferry-part``, kept so a paused
+    or interrupted copy resumes) and an S3 checksum probe (``.ferry-probe-…``, deleted at once but
+    seen by a listing made meanwhile). Neither is compared, copied or deleted by a sync."""
+    return name.endswith(PARTIAL_SUFFIX) or name.startswith(".ferry-probe-")
 
 
 def _sorted_list(backend: Backend, path: str, cancel: CancelToken | None) -> list[Entry]:
