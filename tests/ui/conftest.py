@@ -32,7 +32,11 @@ def ferry_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     QSettings.setDefaultFormat(QSettings.Format.IniFormat)
     QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(home / "qsettings"))
     from ferry.credentials import keychain
+    from ferry.ui.main_window import MainWindow
 
+    # pytest-qt closes a test's windows before its fixtures end: a quit question about jobs the
+    # test left queued would wait for an answer for ever. Tests of that question turn it on.
+    monkeypatch.setattr(MainWindow, "ask_before_quit", False)
     keychain.reset()
     yield home
     keychain.reset()

@@ -46,6 +46,7 @@ def answer_quit(how: str) -> list[str]:
 
 
 def start_slow_job(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> tuple[int, Path, Path]:
+    window.ask_before_quit = True  # off for other tests (see conftest)
     src = tmp_path / "big.bin"
     src.write_bytes(os.urandom(SIZE))
     dest = tmp_path / "out"
@@ -123,6 +124,7 @@ def test_the_keep_button_and_escape(qtbot: QtBot, window: MainWindow, tmp_path: 
 
 
 def test_no_question_when_nothing_is_unfinished(qtbot: QtBot, window: MainWindow) -> None:
+    window.ask_before_quit = True
     assert window.close()  # a dialog here would never be answered: the test would hang
     assert window.background_runner is None
     store = Store()

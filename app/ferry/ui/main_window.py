@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TypeVar
 
-from PySide6.QtCore import QByteArray, QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QByteArray, QEvent, QModelIndex, QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QKeyEvent
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -127,6 +127,7 @@ class _TabSwitch(QObject):
 
 
 class MainWindow(QMainWindow):
+    ask_before_quit = True  # quitting with unfinished transfers asks what to do with them
     job_created = Signal(int)
     job_finished = Signal(int, str)
     slow_places_loaded = Signal(int)
@@ -177,6 +178,7 @@ class MainWindow(QMainWindow):
 
         self.queue_model = QueueModel(self)
         self.queue_panel = QueuePanel(self.queue_model)
+        self.queue_model.rowsInserted.connect(self._show_new_jobs)
         self.queue_panel.action.connect(self.jobs.queue_action)
         self.queue_panel.clear_finished.connect(self.jobs.clear_finished)
         self.queue_panel.fix_handler = self.jobs.fix_job
@@ -409,6 +411,11 @@ class MainWindow(QMainWindow):
         self.poller.poke()
         self.job_created.emit(job_id)
 
+    def _show_new_jobs(self, parent: QModelIndex, first: int, last: int) -> None:
+        """New jobs scroll into view (files of an expanded job do not move the view)."""
+        if not parent.isValid():
+            self.queue_panel.view.scrollTo(self.queue_model.index(last, 0))
+
     def _job_changed(self, job_id: int, state: str, message: str | None) -> None:
         self.poller.poke()
         if state in ("running", "queued"):
@@ -635,7 +642,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         if not self._closed:
             pending = self.unfinished_jobs()
-            choice = self.ask_quit(len(pending)) if pending else None
+            choice = self.ask_quit(len(pending)) if pending and self.ask_before_quit else None
             if choice is QuitChoice.STAY:
                 event.ignore()
                 return

@@ -18,11 +18,11 @@ from PySide6.QtCore import (
     QPersistentModelIndex,
     Qt,
 )
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtGui import QBrush, QColor, QFontMetrics
 
-from ferry.core.errors import Action
+from ferry.core.errors import Action, action_for_kind
 from ferry.core.hashing import VERIFY_MODES, VerifyMode
-from ferry.core.outcomes import describe_counts
+from ferry.core.outcomes import Level, OutcomeCounts, SkipReason, describe_counts
 from ferry.core.units import format_duration, format_rate, format_size
 from ferry.ui.queue_service import FileRow, JobRow, QueueSnapshot
 
@@ -93,6 +93,61 @@ def fix_for(action: Action | None, failed: bool = True) -> tuple[Action, str] | 
     return action, _FIX_WORDS.get(action, "Retry")
 
 
+# ---- what a finished job did, from its typed outcomes (never from its message) ----
+
+_COPIED_WORDS = {
+    Level.CHECKSUM: "verified",
+    Level.SERVICE: "verified by the service",
+    Level.SIZE: "size-checked",
+    Level.NONE: "copied unchecked",
+}
+_SKIPPED_WORDS = {
+    SkipReason.IDENTICAL: "identical",
+    SkipReason.POLICY: "kept existing",
+    SkipReason.UNSAFE_NAME: "unsafe name",
+    SkipReason.UNREPRESENTABLE: "name not possible there",
+    SkipReason.UNSUPPORTED_TYPE: "not a file",
+}
+
+
+def outcome_words(c: OutcomeCounts) -> str:
+    """A finished job in a few words: ``25 verified``, ``25 skipped (identical)``, ``3 failed``.
+    "verified" only for files whose checksum (or the transfer service's) matched."""
+    parts = [f"{c.copied[lv]:,} {w}" for lv, w in _COPIED_WORDS.items() if c.copied.get(lv)]
+    parts += [f"{n:,} skipped ({_SKIPPED_WORDS.get(r, r.value)})" for r, n in sorted(c.skipped.items()) if n]
+    for n, what in ((c.failed_total, "failed"), (c.cancelled, "cancelled"), (c.open, "not finished")):
+        if n:
+            parts.append(f"{n:,} {what}")
+    return ", ".join(parts)
+
+
+def took(j: JobRow) -> float | None:
+    """Seconds from the job's first start to its end (wall time, pauses included)."""
+    if j.finished is None or j.started is None or j.finished < j.started:
+        return None
+    return j.finished - j.started
+
+
+def average_speed(j: JobRow) -> float | None:
+    """Bytes copied (not skipped) per second of :func:`took`."""
+    seconds = took(j)
+    return j.bytes_copied / seconds if seconds and j.bytes_copied else None
+
+
+def advice(kind: str | None) -> str:
+    """What to do about a failure of this kind (the engine's action for it, in the window's words)."""
+    action = action_for_kind(kind)
+    return "" if action is Action.NONE else _FIX_WORDS.get(action, "Retry").rstrip("…").lower()
+
+
+def problem_text(j: JobRow) -> str:
+    """The first failed file's cause and what to do, shown at once (the job may still be running)."""
+    if not j.problem:
+        return ""
+    what = advice(j.problem_kind)
+    return f"{j.problem}" + (f" ({what})" if what else "")
+
+
 # ---- a job row's text, one function per column ----
 
 
@@ -105,9 +160,30 @@ def _job_title(j: JobRow) -> str:
 def _job_state(j: JobRow) -> str:
     if j.watch is not None:
         return watch_text(j, STATE)
+    problem = problem_text(j)
+    if j.outcomes is not None:  # finished: what happened, from the typed outcomes
+        words = outcome_words(j.outcomes)
+        if words:
+            return f"{j.state}: {words}" + (f" — {problem}" if problem else "")
     state = j.state + (" (planning)" if not j.planned and j.state == "running" else "")
+    if problem and j.state in ("running", "queued"):  # a file failed; the others go on
+        return f"{state} · {j.files_failed:,} failed: {problem}"
     msg = gui_message(j.id, j.message)
     return f"{state}: {msg}" if msg and j.state in ("failed", "paused") else state
+
+
+def _job_speed(j: JobRow) -> str:
+    if j.state == "running":
+        return format_rate(j.speed)
+    avg = average_speed(j) if j.outcomes is not None else None
+    return f"avg {format_rate(avg)}" if avg else ""
+
+
+def _job_eta(j: JobRow) -> str:
+    if j.outcomes is not None:
+        seconds = took(j)
+        return f"took {format_duration(seconds)}" if seconds is not None else ""
+    return format_duration(j.eta) if j.eta is not None else ""
 
 
 def _job_files(j: JobRow) -> str:
@@ -129,15 +205,87 @@ _JOB_TEXT: dict[int, Callable[[JobRow], str]] = {
     PROGRESS: lambda j: f"{j.fraction * 100:.0f}%",
     BYTES: lambda j: f"{format_size(j.bytes_done)} / {format_size(j.bytes_total)}",
     FILES: _job_files,
-    SPEED: lambda j: format_rate(j.speed) if j.state == "running" else "",
-    ETA: lambda j: format_duration(j.eta) if j.eta is not None else "",
+    SPEED: _job_speed,
+    ETA: _job_eta,
     VERIFY: _job_verification,
 }
 
 
+def _finished_lines(j: JobRow) -> list[str]:
+    if j.outcomes is None:
+        return []
+    algo = VerifyMode(j.verify).hash_algo if j.verify in VERIFY_MODES else None
+    lines = [describe_counts(j.outcomes, algo)]
+    seconds, avg = took(j), average_speed(j)
+    if seconds is not None:
+        lines.append(f"took {format_duration(seconds)}" + (f", {format_rate(avg)} on average" if avg else ""))
+    return lines
+
+
+def _state_tooltip(j: JobRow) -> str | None:
+    lines = _finished_lines(j)
+    if j.problem:
+        lines.append(f"First failure: {j.problem}")
+        what = advice(j.problem_kind)
+        if what:
+            lines.append(f"What to do: {what}")
+    if j.message:
+        lines.append(str(gui_message(j.id, j.message)))
+    return "\n".join(lines) or None
+
+
+def elide_path(text: str, metrics: QFontMetrics, width: int) -> str:
+    """``text`` in ``width`` pixels, elided in the middle, keeping its last part (a file or
+    folder name) whole when that fits: ``/home/me/…/run42.h5``, ``sftp://cluster/…/incoming/``."""
+    if metrics.horizontalAdvance(text) <= width:
+        return text
+    cut = text.rstrip("/").rfind("/")
+    tail = text[cut + 1 :] if cut > 0 else ""
+    if not tail or metrics.horizontalAdvance("…/" + tail) >= width:
+        return metrics.elidedText(text, Qt.TextElideMode.ElideMiddle, width)
+    head = text[: cut + 1]
+    lo, hi = 0, len(head)
+    while lo < hi:  # the longest beginning that still fits
+        mid = (lo + hi + 1) // 2
+        if metrics.horizontalAdvance(head[:mid] + "…/" + tail) <= width:
+            lo = mid
+        else:
+            hi = mid - 1
+    return head[:lo] + "…/" + tail
+
+
+def _least(text: str, metrics: QFontMetrics) -> int:
+    """The width of ``…/name``: the least :func:`elide_path` needs to keep the name whole."""
+    cut = text.rstrip("/").rfind("/")
+    return metrics.horizontalAdvance("…/" + text[cut + 1 :]) + 1
+
+
+def elided_title(j: JobRow, metrics: QFontMetrics, width: int) -> str:
+    """The Transfer cell in ``width`` pixels: source and destination each elided in the middle
+    (their beginnings and their ends, the file and folder names, stay), the short one whole."""
+    full = _job_title(j)
+    if j.watch is not None or metrics.horizontalAdvance(full) <= width:
+        return full
+    prefix, arrow = f"#{j.id}  ", " → "
+    first = j.sources[0] if j.sources else "?"
+    src = first + (f" (+{len(j.sources) - 1})" if len(j.sources) > 1 else "")
+    room = max(0, width - metrics.horizontalAdvance(prefix + arrow))
+    need_src, need_dst = metrics.horizontalAdvance(src), metrics.horizontalAdvance(j.dest)
+    least_src, least_dst = min(need_src, _least(src, metrics)), min(need_dst, _least(j.dest, metrics))
+    if least_src + least_dst <= room:  # both names whole; the rest of the room shared
+        spare = room - least_src - least_dst
+        src_room = least_src + min(need_src - least_src, max(spare // 2, spare - (need_dst - least_dst)))
+    elif least_src <= room * 3 // 4:  # the file's name whole, the destination elided
+        src_room = least_src
+    else:
+        src_room = need_src if need_src <= room // 2 else max(room // 2, room - need_dst)
+    dst_room = room - min(src_room, need_src)
+    return prefix + elide_path(src, metrics, src_room) + arrow + elide_path(j.dest, metrics, dst_room)
+
+
 def _job_tooltip(j: JobRow, col: int) -> str | None:
-    if col == STATE and j.message:
-        return gui_message(j.id, j.message)
+    if col == STATE:
+        return _state_tooltip(j)
     if col == TITLE:
         lines = [*j.sources, f"→ {j.dest}"]
         if j.watch is not None:

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 
 from ferry.core.errors import Action
 from ferry.ui.queue_actions import addresses_text
-from ferry.ui.queue_model import PROGRESS, FractionRole, QueueModel, fix_for, gui_message
+from ferry.ui.queue_model import PROGRESS, TITLE, FractionRole, JobRole, QueueModel, elided_title, fix_for, gui_message
 from ferry.ui.queue_service import JobRow
 
 
@@ -45,9 +45,26 @@ class ProgressDelegate(QStyledItemDelegate):
         bar.progress = int(float(fraction or 0.0) * 1000)
         bar.text = str(index.data(Qt.ItemDataRole.DisplayRole) or "")
         bar.textVisible = True
-        bar.state = option.state
+        # Horizontal, filling from the left: without the flag Qt 6 draws a vertical bar (a
+        # full-width strip growing from the bottom).
+        bar.state = option.state | QStyle.StateFlag.State_Horizontal
+        bar.direction = Qt.LayoutDirection.LeftToRight if option.widget is None else option.widget.layoutDirection()
         style = option.widget.style() if option.widget is not None else QApplication.style()
         style.drawControl(QStyle.ControlElement.CE_ProgressBar, bar, painter)
+
+
+class TitleDelegate(QStyledItemDelegate):
+    """The Transfer column: a job's source and destination each elided in the middle, so both
+    stay legible in a narrow window (the tooltip has them whole); file rows elide in the middle."""
+
+    def initStyleOption(self, option: QStyleOptionViewItem, index: QModelIndex | QPersistentModelIndex) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.TextElideMode.ElideMiddle
+        job = index.data(JobRole)
+        if isinstance(job, JobRow) and not index.parent().isValid():
+            style = option.widget.style() if option.widget is not None else QApplication.style()
+            margin = 2 * (style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1) + 2
+            option.text = elided_title(job, option.fontMetrics, option.rect.width() - margin)
 
 
 class QueuePanel(QWidget):
@@ -121,13 +138,14 @@ class QueuePanel(QWidget):
         self.view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.view.setItemDelegateForColumn(PROGRESS, ProgressDelegate(self.view))
+        self.view.setItemDelegateForColumn(TITLE, TitleDelegate(self.view))
         self.view.collapsed.connect(self._collapsed)
         self.view.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.view.customContextMenuRequested.connect(self._context_menu)
         h = self.view.header()
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         h.setStretchLastSection(False)
-        for col, width in ((1, 190), (2, 110), (3, 140), (4, 110), (5, 90), (6, 70), (7, 130)):
+        for col, width in ((1, 140), (2, 80), (3, 120), (4, 70), (5, 80), (6, 70), (7, 110)):  # Transfer: the rest
             h.resizeSection(col, width)
         lay.addWidget(self.view, 1)
         self.fix_label = QLabel("")

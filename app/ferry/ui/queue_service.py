@@ -231,6 +231,7 @@ class JobRow:
     error_kind: str | None = None  # why the job stopped, as a value
     started: float | None = None  # wall time the job first ran
     partial_bytes: int = 0  # of bytes_done: in running files and kept partial files
+    bytes_copied: int = 0  # of the files copied (not skipped): a finished job's average speed
     # The first failed file's cause (its typed kind and its words), shown at once, while the
     # job still runs its other files, and after it failed.
     problem_kind: str | None = None
@@ -387,6 +388,7 @@ class QueuePoller:
             error_kind=job.error_kind,
             started=job.started,
             partial_bytes=partial,
+            bytes_copied=c.size("done"),
             problem_kind=first.error_kind if first is not None else None,
             problem=first.error if first is not None else None,
         )
