@@ -52,6 +52,10 @@ class Entry:
     # The modification time in nanoseconds where the backend knows it more exactly than ``mtime``
     # (a datetime holds microseconds): local disks, S3 objects with Ferry's or rclone's metadata.
     mtime_ns: int | None = None
+    # The file's own time where a store keeps it apart from its own (S3: ``mtime`` metadata, to
+    # the nanosecond; then ``mtime`` is the store's Last-Modified, as every listing shows it).
+    # None elsewhere. A download restores it; conflict policies compare it where known.
+    kept_mtime_ns: int | None = None
     # Local files: (device, inode) and the number of names the file has, so one job keeps hard
     # links as links; and whether it has holes (fewer blocks allocated than its size).
     inode: tuple[int, int] | None = None
@@ -64,6 +68,17 @@ class Entry:
         if self.mtime_ns is not None:
             return self.mtime_ns
         return datetime_ns(self.mtime) if self.mtime is not None else None
+
+    @property
+    def own_mtime_ns(self) -> int | None:
+        """The file's own modification time in nanoseconds: the kept one where the store keeps
+        one apart from its own (S3 metadata), else :attr:`exact_mtime_ns`."""
+        return self.kept_mtime_ns if self.kept_mtime_ns is not None else self.exact_mtime_ns
+
+    @property
+    def own_mtime(self) -> datetime | None:
+        """:attr:`own_mtime_ns` as a datetime (``mtime`` where no time is kept apart)."""
+        return ns_datetime(self.kept_mtime_ns) if self.kept_mtime_ns is not None else self.mtime
 
     @property
     def is_dir(self) -> bool:

@@ -351,7 +351,8 @@ def keep_attributes(ctx: CopyContext, source: Entry, writer: Writer) -> tuple[tu
     sentence for people each."""
     opts = ctx.options
     if opts.preserve_mtime:
-        writer.set_mtime(source.mtime, source.mtime_ns)  # S3 multipart: metadata goes with the first request
+        # The file's own time: an S3 source's kept one (metadata), not the store's upload time.
+        writer.set_mtime(source.own_mtime, source.own_mtime_ns)  # S3 multipart: metadata goes with the first request
     lost: list[NotKept] = []
     notes: list[str] = []
     if source.mode is not None and not writer.set_mode(source.mode, umask=not opts.preserve_permissions):
@@ -434,12 +435,13 @@ def _mtime_close(a: datetime | None, b: datetime | None, tolerance: float) -> bo
 
 
 def _same(source: Entry, existing: Entry, tolerance: float) -> bool:
-    """The same file by size and modification time. A link or a folder is never the same as a
-    file (a link's size is its target's length)."""
+    """The same file by size and modification time (the file's own: an S3 object's kept time where
+    it has one, else the store's upload time). A link or a folder is never the same as a file (a
+    link's size is its target's length)."""
     return (
         existing.kind is source.kind
         and source.size == existing.size
-        and _mtime_close(source.mtime, existing.mtime, tolerance)
+        and _mtime_close(source.own_mtime, existing.own_mtime, tolerance)
     )
 
 
@@ -450,11 +452,8 @@ def _decide(task: Task, ctx: CopyContext, source: Entry, existing: Entry) -> str
         policy = _answer(task, ctx, source, existing)
     tolerance = max(ctx.src.capabilities.mtime_precision, ctx.dst.capabilities.mtime_precision)
     if policy == "newer":
-        newer = (
-            source.mtime is not None
-            and existing.mtime is not None
-            and (source.mtime - existing.mtime).total_seconds() > tolerance
-        )
+        mine, theirs = source.own_mtime, existing.own_mtime  # kept times where known (S3 metadata)
+        newer = mine is not None and theirs is not None and (mine - theirs).total_seconds() > tolerance
         return "overwrite" if newer else "skip"
     if policy == "different":
         return "skip" if _same(source, existing, tolerance) else "overwrite"
@@ -900,7 +899,7 @@ def _verify_and_commit(
             f"destination {dst_hash}"
         )
     from_source = _source_side(ctx, source, algo, moved.src_hash, moved.check, writer)
-    writer.commit(overwrite=overwrite, mtime=source.mtime if opts.preserve_mtime else None)
+    writer.commit(overwrite=overwrite, mtime=source.own_mtime if opts.preserve_mtime else None)
     verification = _landed_side(opts.verify, algo, dst_hash, writer, from_source)
     name_note = source.meta.get("name_note")
     return verification.with_note(name_note) if name_note else verification

@@ -21,11 +21,22 @@ import io
 import os
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
-from ferry.backends.base import Backend, Capabilities, Entry, EvidenceCheck, Kind, Reader, ResumeSlot, Writer
+from ferry.backends.base import (
+    Backend,
+    Capabilities,
+    Entry,
+    EvidenceCheck,
+    Kind,
+    Reader,
+    ResumeSlot,
+    Writer,
+    ns_datetime,
+)
 from ferry.backends.s3.connection import S3Connection, key_of
-from ferry.backends.s3.entries import bucket_entries, folder_entries, head_entry, named
+from ferry.backends.s3.entries import bucket_entries, folder_entries, head_entry, named, store_time
 from ferry.backends.s3.errors import Archived, NoSuchBucket, ServiceAnswer, error_code
 from ferry.backends.s3.evidence import StoreEvidence
 from ferry.backends.s3.known import STAT_GET, KnownKeys
@@ -80,6 +91,10 @@ class S3Backend(Backend):
         self.bucket = address.host
         self.conn = S3Connection(address, settings if settings is not None else settings_for(address, os.environ))
         self.known = KnownKeys()
+        # Whether this store's listings show an object's kept time (metadata) as its Last-Modified
+        # where HEAD shows the upload time (rclone serve s3 lists its files' modification times):
+        # learnt from the first object with a kept time that stat meets; None until then.
+        self._lists_kept_time: bool | None = None
         self.probes = StoreProbes(self.conn)
         self._evidence = StoreEvidence(self.conn)
 
@@ -214,11 +229,36 @@ class S3Backend(Backend):
                 if not isinstance(err, NotFound) or isinstance(err, NoSuchBucket):
                     raise err from exc
             else:
-                return head_entry(key, head, seen)
+                return self._as_listed(key, head_entry(key, head, seen))
         if self._prefix_exists(key.rstrip("/") + "/"):
             return named(key.rstrip("/"), posixpath.basename(key.rstrip("/")), Kind.DIR, seen)
         self.known.note_absent(key)
         raise NotFound(f"No such file or folder: {self.display(key)}")
+
+    def _as_listed(self, key: str, entry: Entry) -> Entry:
+        """A single object's entry with the time a folder listing shows for it: the store's
+        Last-Modified, which on a store whose listing shows the kept time (metadata) instead of
+        its HEAD's is that kept time, in whole seconds. Learnt once per backend, with one
+        one-key listing of the first object that has a kept time."""
+        if entry.kept_mtime_ns is None:
+            return entry
+        if self._lists_kept_time is None:
+            try:
+                page = self.conn.list_page(key, None, 1, None)
+            except Exception:
+                return entry  # the HEAD's time stands; asked again with the next object
+            listed = next((o for o in page.get("Contents") or () if o.get("Key") == key), None)
+            shown = store_time(listed.get("LastModified")) if listed is not None else None
+            kept = store_time(ns_datetime(entry.kept_mtime_ns))
+            if shown is not None and shown == entry.mtime:
+                self._lists_kept_time = False  # the store lists its own time, as HEAD shows it
+            elif shown is not None and shown == kept:
+                self._lists_kept_time = True
+            else:
+                return entry  # rewritten meanwhile (or not listed): decided by a later object
+        if self._lists_kept_time:
+            return replace(entry, mtime=store_time(ns_datetime(entry.kept_mtime_ns)))
+        return entry
 
     def _head_by_get(self, key: str) -> Mapping[str, Any]:
         """HeadObject's answer, from a GET of the first STAT_GET bytes where the store allows (the

@@ -48,7 +48,7 @@ def named(
     storage_class: str = "",
     extra: Mapping[str, str] | None = None,
     hashes: Mapping[str, str] | None = None,
-    mtime_ns: int | None = None,
+    kept_mtime_ns: int | None = None,
     mode: int | None = None,
 ) -> Entry:
     """An entry for ``key`` whose last segment is ``raw``: its name mapped or refused, and a note
@@ -80,19 +80,18 @@ def named(
         name=name,
         kind=kind,
         size=size if kind is Kind.FILE else None,
-        mtime=_when(mtime, mtime_ns),
-        mtime_ns=mtime_ns,
+        mtime=store_time(mtime),
+        kept_mtime_ns=kept_mtime_ns,
         mode=mode,
         hashes=dict(hashes or {}),
         meta=meta,
     )
 
 
-def _when(mtime: datetime | None, mtime_ns: int | None) -> datetime | None:
-    """A time stored in the object's metadata is the source's own, as exact as it was stored;
-    else whole seconds: listings carry milliseconds, HEAD's Last-Modified does not."""
-    if mtime_ns is not None:
-        return ns_datetime(mtime_ns)
+def store_time(mtime: datetime | None) -> datetime | None:
+    """The store's Last-Modified in whole seconds, as aws-cli and the console show it: listings
+    carry milliseconds, HEAD's (and GET's) Last-Modified does not, and the two must agree. The
+    file's own time from metadata is ``Entry.kept_mtime_ns``, never this."""
     return mtime.astimezone(UTC).replace(microsecond=0) if mtime else None
 
 
@@ -128,7 +127,7 @@ def _data_in_folder_marker(key: str, obj: Mapping[str, Any]) -> Entry:
         name="",
         kind=Kind.FILE,
         size=obj.get("Size"),
-        mtime=obj.get("LastModified"),
+        mtime=store_time(obj.get("LastModified")),
         meta={
             "name_note": f"refused: the object {key!r} ends in '/' but holds data: it would have "
             "to be a file and a folder at once",
@@ -266,21 +265,11 @@ def stored_attributes(head: Mapping[str, Any]) -> tuple[int | None, int | None]:
     return mtime_ns, mode
 
 
-def mtime_from(head: Mapping[str, Any]) -> datetime | None:
-    """Ferry's ``mtime`` metadata (rclone's convention) where it stored one, else Last-Modified."""
-    mtime_ns, _ = stored_attributes(head)
-    if mtime_ns is not None:
-        try:
-            return ns_datetime(mtime_ns)
-        except OverflowError:
-            pass
-    lm = head.get("LastModified")
-    return lm.astimezone(UTC) if isinstance(lm, datetime) else None
-
-
 def head_entry(key: str, head: Mapping[str, Any], seen: dict[str, str]) -> Entry:
     """A HeadObject answer (or stat's GET) as a file entry: size, time, ETag, storage class and
-    restore state, Ferry's stored hashes and the store's checksums and encryption."""
+    restore state, Ferry's stored hashes and the store's checksums and encryption. Its ``mtime``
+    is the store's Last-Modified, as in a folder listing; the time kept in metadata (Ferry's,
+    rclone's or s3cmd's) is ``kept_mtime_ns``."""
     meta = {k.lower(): v for k, v in (head.get("Metadata") or {}).items()}
     hashes = {algo: meta[f"ferry-{algo}"] for algo in HASH_ALGORITHMS if meta.get(f"ferry-{algo}")}
     extra = {name: str(head[field]) for field, name in _HEAD_FIELDS if head.get(field)}
@@ -294,11 +283,11 @@ def head_entry(key: str, head: Mapping[str, Any], seen: dict[str, str]) -> Entry
         Kind.FILE,
         seen,
         size=int(head.get("ContentLength", 0)),
-        mtime=mtime_from(head),
+        mtime=lm if isinstance(lm := head.get("LastModified"), datetime) else None,
         etag=str(head.get("ETag", "")).strip('"'),
         storage_class=head.get("StorageClass") or "STANDARD",
         extra=extra,
         hashes=hashes,
-        mtime_ns=mtime_ns,
+        kept_mtime_ns=mtime_ns,
         mode=mode,
     )
