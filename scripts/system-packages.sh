@@ -28,8 +28,9 @@ if [ "$mode" = "test" ]; then
   command -v b3sum >/dev/null || want+=(b3sum)
   # A real second factor behind sshd's PAM for the 2FA tests (TOTP codes computed by the test).
   have_pkg libpam-google-authenticator || need+=(libpam-google-authenticator)
-  # A virtual screen for the screenshots and the bundle's window check.
-  for pkg in xvfb xauth; do have_pkg "$pkg" || need+=("$pkg"); done
+  # A virtual screen for the screenshots and the bundle's window check; real input events and
+  # screen dumps for the window's end-to-end test (tests/ui/test_xvfb_end_to_end.py).
+  for pkg in xvfb xauth xdotool x11-apps; do have_pkg "$pkg" || need+=("$pkg"); done
   # Validators for the Linux desktop entry and AppStream metadata (tests/packaging).
   command -v desktop-file-validate >/dev/null || need+=(desktop-file-utils)
   command -v appstreamcli >/dev/null || need+=(appstream)

@@ -85,8 +85,8 @@ def quit_dialog(parent: QWidget, count: int) -> tuple[QMessageBox, dict[QuitChoi
     box.setObjectName("quitDialog")
     box.setIcon(QMessageBox.Icon.Question)
     box.setWindowTitle("Quit Ferry")
-    jobs = "1 transfer is" if count == 1 else f"{count:,} transfers are"
-    box.setText(f"{jobs} not finished. What should happen to them?")
+    jobs = "1 transfer is not finished. What should happen to it?"
+    box.setText(jobs if count == 1 else f"{count:,} transfers are not finished. What should happen to them?")
     box.setInformativeText(
         "Keep running: a background 'ferry queue run' finishes them without the window, and "
         "exits when the queue is empty. Pause: they wait, partial files kept, until you resume "

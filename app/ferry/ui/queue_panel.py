@@ -145,7 +145,7 @@ class QueuePanel(QWidget):
         h = self.view.header()
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         h.setStretchLastSection(False)
-        for col, width in ((1, 140), (2, 80), (3, 120), (4, 70), (5, 80), (6, 70), (7, 110)):  # Transfer: the rest
+        for col, width in ((1, 135), (2, 80), (3, 130), (4, 70), (5, 80), (6, 70), (7, 110)):  # Transfer: the rest
             h.resizeSection(col, width)
         lay.addWidget(self.view, 1)
         self.fix_label = QLabel("")
