@@ -42,6 +42,10 @@ class Host:
         # Its exec channel runs commands without a POSIX shell (rclone serve sftp answers
         # ``sha256sum PATH`` itself): one plain command per file, no scripts.
         self.plain_commands = False
+        # Whether it reads a file on the handle it is being written through (None: not known
+        # yet). rclone serve sftp without a VFS cache does not: small files are then read back
+        # through a handle of their own.
+        self.reads_write_handles: bool | None = None
 
     def _logged_in(self) -> None:
         self.pool.renew()
@@ -88,6 +92,13 @@ class Host:
                 "as one sequential stream from now on",
                 self.target.hostname,
             )
+
+    def refuses_reads_on_write_handles(self) -> None:
+        """The server answered the READs of a read-back on the write handle with "Failure": files
+        are read back through a read-only handle of their own from now on (one more round trip)."""
+        if self.reads_write_handles is not False:
+            self.reads_write_handles = False
+            log.info("%s cannot read a file on its write handle: read-backs open the file again", self.target.hostname)
 
     def remember_dir(self, path: str) -> None:
         if len(self.known_dirs) > 50_000:

@@ -137,7 +137,8 @@ class StatVfs:
 
 def statvfs(client: Any, path: bytes) -> StatVfs | None:
     """``statvfs@openssh.com`` of the file system holding ``path`` (paramiko has no call for
-    it); None where the server does not offer the extension or cannot answer."""
+    it); None where the server does not offer the extension, cannot answer, or answers with a
+    file system of no blocks (servers that fill the reply with zeros: not a full disk)."""
     try:
         t, msg = request(client, CMD_EXTENDED, "statvfs@openssh.com", path)
     except (OSError, EOFError):
@@ -147,6 +148,8 @@ def statvfs(client: Any, path: bytes) -> StatVfs | None:
     _bsize, frsize, blocks, _bfree, bavail, _files, _ffree, _favail, _fsid, flag, _namemax = (
         msg.get_int64() for _ in range(11)
     )
+    if blocks == 0 or frsize == 0:
+        return None  # no file system has no blocks: a placeholder answer, as good as none
     return StatVfs(frsize, blocks, bavail, flag)
 
 

@@ -8,10 +8,11 @@ import logging
 import stat as stat_mod
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from ferry.backends.base import Entry, Kind
 from ferry.backends.sftp import paramiko_adapter as adapter
+from ferry.core.hashing import new_hasher
 
 log = logging.getLogger("ferry.sftp")
 
@@ -94,15 +95,23 @@ def entry_of(path: str, name: str, attr: Any) -> Entry:
     return Entry(path, name, kind, size, mtime, None, stat_mod.S_IMODE(mode), {}, meta)
 
 
+class ReadBackRefused(Exception):
+    """The server took every WRITE and the CLOSE but answered the READs that read the file back
+    on its write handle with "Failure" (``rclone serve sftp`` without a VFS cache: a file opened
+    for writing cannot be read, "Illegal seek"). Nothing about the disk: the file is read back
+    through a handle of its own (:func:`read_back_file`)."""
+
+
 def read_back_replies(
     client: Any, reads: list[int], close: int, hasher: Any | None, size: int, failure: BaseException | None
 ) -> str | None:
     """Collect the replies of a read-back (READs sent behind the last WRITEs, then CLOSE): every
     reply is read even after a failure, so the channel stays in step for the next file; the
-    first failure is raised after that. Returns the digest of the bytes the server sent back,
-    ``short:N`` when it held fewer than ``size`` (equal to no digest: the copy reports a
-    mismatch), or None without a hasher."""
+    first failure is raised after that (:class:`ReadBackRefused` when only READs were refused).
+    Returns the digest of the bytes the server sent back, ``short:N`` when it held fewer than
+    ``size`` (equal to no digest: the copy reports a mismatch), or None without a hasher."""
     got = 0
+    refused: BaseException | None = None  # a READ answered "Failure"
     for num in reads:
         try:
             t, msg = adapter.reply(client, num)
@@ -113,6 +122,10 @@ def read_back_replies(
                     got += len(chunk)
         except EOFError:
             pass  # the file is shorter than what was written: the size check says so
+        except adapter.StatusError as exc:
+            if exc.code != adapter.FX_FAILURE:
+                failure = failure or exc
+            refused = refused or exc
         except Exception as exc:
             failure = failure or exc
     try:
@@ -121,11 +134,30 @@ def read_back_replies(
         failure = failure or exc
     if failure is not None:
         raise failure
+    if refused is not None:
+        raise ReadBackRefused(str(refused)) from refused
     if hasher is None:
         return None
     if got != size:
         return f"short:{got}"
     return str(hasher.hexdigest())
+
+
+def read_back_file(client: Any, path: bytes, size: int, step: int, algo: str) -> str:
+    """Hash ``path`` as the server holds it, read through a read-only handle of its own: OPEN,
+    then its READs and CLOSE in one flight (for servers that cannot read a file on the handle it
+    was written through). Returns the digest, or ``short:N`` as :func:`read_back_replies`."""
+    t, msg = adapter.request(client, adapter.CMD_OPEN, path, adapter.FLAG_READ, adapter.no_attributes())
+    if t != adapter.CMD_HANDLE:
+        raise OSError(errno.EIO, "Expected a file handle")
+    handle = msg.get_binary()
+    reads = [
+        adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), min(step, size - o))
+        for o in range(0, size, step)
+    ]
+    close = adapter.send(client, adapter.CMD_CLOSE, handle)
+    digest = read_back_replies(client, reads, close, new_hasher(algo), size, None)
+    return cast(str, digest)  # never None: a hasher was given
 
 
 def stat_and_first_read(client: Any, f: Any, offset: int, size: int) -> tuple[Any, bytes]:

@@ -44,7 +44,7 @@ from ferry.backends.sftp import paramiko_adapter as adapter
 from ferry.backends.sftp.errors import RefusedWithoutReason, is_failure, map_error, over_quota, refused_write
 from ferry.backends.sftp.host import OnHost
 from ferry.backends.sftp.parallel_write import ParallelRangeWriter, safe_resume_offset
-from ferry.backends.sftp.protocol import read_back_replies, setstat_then, wire
+from ferry.backends.sftp.protocol import ReadBackRefused, read_back_file, read_back_replies, setstat_then, wire
 from ferry.backends.sftp.remote_hash import FollowingHash, follow_command
 from ferry.backends.sftp.shell import HASH_TOOLS
 from ferry.core.cancel import CancelToken
@@ -400,24 +400,35 @@ class SFTPWriter(Writer):
         process, no exec channel and no batch to wait for, where a remote hash costs a process
         start per batch (small files spent most of their time waiting for it). The CLOSE goes
         out behind the READs: one wait for all of it, and the handle is closed."""
-        f, client = self._f, self._client
+        f, client, host = self._f, self._client, self.backend._host
         handle = adapter.handle_of(f)
         size = self.offset + self._written
-        step = self.backend._host.request_size
+        step = host.request_size
+        failure: BaseException | None = None
+        first = host.reads_write_handles is None
+        if first:
+            # Not known yet whether this server reads a file on its write handle: the WRITEs are
+            # acknowledged before any READ goes out (rclone, asked to read on its write handle,
+            # fails the READs and garbles the answers to WRITEs still in flight).
+            try:
+                self._drain()
+            except Exception as exc:
+                failure = exc
         nums = [
-            (adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), min(step, size - o)), o)
-            for o in range(0, size, step)
+            adapter.send(client, adapter.CMD_READ, handle, adapter.offset(o), min(step, size - o))
+            for o in (range(0, size, step) if failure is None else ())
         ]
         close = adapter.send(client, adapter.CMD_CLOSE, handle)
         adapter.closed_by_request(f)
         self._closed = True
         hasher = new_hasher(algo)
-        failure: BaseException | None = None
-        try:
-            self._drain()
-        except Exception as exc:
-            failure = exc
-        digest = read_back_replies(client, [num for num, _o in nums], close, hasher, size, failure)
+        if not first:
+            try:
+                self._drain()
+            except Exception as exc:
+                failure = exc
+        digest = read_back_replies(client, nums, close, hasher, size, failure)
+        host.reads_write_handles = True
         return cast(str, digest)  # never None: a hasher was given
 
     def _close_file(self) -> None:
@@ -467,8 +478,14 @@ class SFTPWriter(Writer):
             raise
         if self._readback is not None and not self._closed and self.offset + self._written <= limits.READBACK_MAX:
             self._stop_follower()  # the source turned out small: reading back is quicker
+            if not self.backend._host.reads_write_handles:
+                self._close_file()
+                return self._read_back_anew(self._readback)
             try:
                 digest = self._read_back(self._readback)
+            except ReadBackRefused:
+                self.backend._host.refuses_reads_on_write_handles()  # written and closed: only the READs
+                return self._read_back_anew(self._readback)
             except Exception as exc:
                 raise self._failed(exc) from exc
             self._close_file()
@@ -497,6 +514,21 @@ class SFTPWriter(Writer):
             self.verified_note = f"the server has no {tool} to check {self._readback}"
             return None
         return self.backend.hash(self.temp_path, self._readback)
+
+    def _read_back_anew(self, algo: str) -> str:
+        """Read back through a read-only handle of its own (the file is written and closed): for
+        servers that cannot read a file on its write handle. A failure here is a read's, never a
+        full disk's."""
+        try:
+            return read_back_file(
+                self._channel(),
+                wire(self.temp_path),
+                self.offset + self._written,
+                self.backend._host.request_size,
+                algo,
+            )
+        except Exception as exc:
+            raise map_error(exc, self.backend.display(self.final_path)) from exc
 
     def _stop_follower(self) -> None:
         follow, self._follow = self._follow, None
@@ -594,7 +626,9 @@ class SmallFileWriter(SFTPWriter):
         self._replies: list[int] = []  # WRITEs whose status has not been read yet
         self._begin(backend, final_path, token, readback)
         self._step = backend._host.request_size
-        flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | adapter.FLAG_TRUNC | (adapter.FLAG_READ if readback else 0)
+        self._read_on_handle = readback is not None and backend._host.reads_write_handles is not False
+        flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | adapter.FLAG_TRUNC
+        flags |= adapter.FLAG_READ if self._read_on_handle else 0
         try:
             t, msg = adapter.request(
                 self._client, adapter.CMD_OPEN, wire(self.temp_path), flags, adapter.no_attributes()
@@ -627,8 +661,18 @@ class SmallFileWriter(SFTPWriter):
         """Send the read-back READs (if asked) and CLOSE behind the WRITEs, then read every
         reply in order. The first failure is raised after all are read: the channel stays in
         step for the next file. Returns the digest of what the server sent back."""
-        client, handle, size = self._client, self._handle, self._written
+        client, handle, size, host = self._client, self._handle, self._written, self.backend._host
         writes, self._replies = self._replies, []
+        failure: BaseException | None = None
+        if read_back and host.reads_write_handles is None:
+            # Not known yet whether this server reads a file on its write handle: the WRITEs are
+            # acknowledged before any READ goes out (see SFTPWriter._read_back).
+            for num in writes:
+                try:
+                    adapter.reply(client, num)
+                except Exception as exc:
+                    failure = failure or exc
+            writes, read_back = [], failure is None
         reads = []
         if read_back:
             reads = [
@@ -637,22 +681,30 @@ class SmallFileWriter(SFTPWriter):
             ]
         close = adapter.send(client, adapter.CMD_CLOSE, handle)
         self._closed = True
-        failure: BaseException | None = None
         for num in writes:
             try:
                 adapter.reply(client, num)
             except Exception as exc:
                 failure = failure or exc
         hasher = new_hasher(self._readback) if read_back and self._readback else None
-        return read_back_replies(client, reads, close, hasher, size, failure)
+        digest = read_back_replies(client, reads, close, hasher, size, failure)
+        if read_back:
+            host.reads_write_handles = True
+        return digest
 
     def finish(self) -> str | None:
         if self._closed:
             return None
         try:
-            return self._flight(self._readback is not None)
+            digest = self._flight(self._read_on_handle)
+        except ReadBackRefused:
+            self.backend._host.refuses_reads_on_write_handles()  # written and closed: only the READs
+            digest = None
         except Exception as exc:
             raise self._failed(exc) from exc
+        if self._readback is None or (self._read_on_handle and digest is not None):
+            return digest
+        return self._read_back_anew(self._readback)
 
     def _close_file(self) -> None:
         if not self._closed:
