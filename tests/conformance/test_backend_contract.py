@@ -484,6 +484,7 @@ _EXERCISED = {
     "presign",  # test_presigned_download_link_serves_the_bytes
     "source_evidence",  # test_source_evidence_matches_the_bytes_and_refuses_others
     "modes",  # test_folder_modes
+    "prefix_folders",  # test_prefix_folders_have_nothing_to_keep
     "hard_links",  # test_hard_links
     "sparse",  # test_sparse_writes_read_back_the_same
     "xattrs",  # test_xattrs
@@ -781,6 +782,21 @@ def test_folder_modes(site: Site) -> None:
         return
     b.set_mode(site.path("d"), 0o2750)
     assert b.stat(site.path("d")).mode == 0o2750
+
+
+def test_prefix_folders_have_nothing_to_keep(site: Site) -> None:
+    """A backend whose folders are only key prefixes (S3) has no folder of its own to keep
+    permissions, a time or attributes on: none is listed, and it claims no folder modes."""
+    b = site.backend
+    if not b.capabilities.prefix_folders:
+        pytest.skip(f"{b.scheme} has folders of its own")
+    b.mkdir(site.path("d"))
+    put(site, site.path("d", "f"), b"x")
+    e = b.stat(site.path("d"))
+    assert e.is_dir and e.mode is None and e.mtime is None, e
+    assert not b.capabilities.modes
+    listed = {x.name: x for x in b.list(site.root)}["d"]
+    assert listed.is_dir and listed.mode is None and listed.mtime is None, listed
 
 
 def test_hard_links(site: Site) -> None:

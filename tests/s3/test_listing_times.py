@@ -2,7 +2,8 @@
 the store's Last-Modified in whole seconds, as aws-cli and the console show it, whether the object
 carries a kept time in metadata (Ferry's upload) or not (boto3's). The kept time travels apart
 (``Entry.kept_mtime_ns``): a download restores it and the conflict policies compare it. Against
-both real servers (moto and ``rclone serve s3``)."""
+both real servers (moto and ``rclone serve s3``). And a copy to S3 says nothing about folders, which
+S3 does not have."""
 
 from __future__ import annotations
 
@@ -85,3 +86,27 @@ def test_download_restores_the_kept_time_and_policies_compare_it(
     with aws_env(server):
         body = boto3.client("s3").get_object(Bucket=bucket, Key="up/a.txt")["Body"].read()
     assert body == b"second versio\n"
+
+
+def test_copy_to_s3_notes_nothing_about_folders(s3ferry: Ferry, server: S3Server, bucket: str, tmp_path: Path) -> None:
+    """S3 has no folders (prefix_folders): a copy there used to say "permissions not kept" for
+    every folder. Now folders carry no note; the files' permissions are kept (as metadata, checked
+    below), so they say nothing either."""
+    src = tmp_path / "tree"
+    (src / "sub" / "deeper").mkdir(parents=True)
+    os.chmod(src / "sub", 0o2750)
+    for rel in ("a.txt", "sub/b.txt", "sub/deeper/c.txt"):
+        (src / rel).write_bytes(rel.encode())
+    os.chmod(src / "sub" / "b.txt", 0o600)
+    res = s3ferry.ok("cp", "-r", "--json", src, f"s3://{bucket}/up")
+    events = [e for e in (json.loads(line) for line in res.stdout.splitlines()) if e.get("event") == "file"]
+    folders = [e for e in events if e.get("kind") == "dir"]
+    files = [e for e in events if e.get("kind", "file") == "file"]
+    assert len(folders) >= 3 and len(files) == 3, events
+    for e in folders:
+        assert e["state"] == "done" and not e["not_kept"] and "not kept" not in str(e.get("verified")), e
+    for e in files:
+        assert e["state"] == "done" and not e["not_kept"], e
+    with aws_env(server):
+        meta = boto3.client("s3").head_object(Bucket=bucket, Key="up/sub/b.txt")["Metadata"]
+    assert {k.lower(): v for k, v in meta.items()}["mode"] == "0100600"

@@ -127,6 +127,9 @@ class Capabilities:
     # Folders keep permission bits (set_mode). Files say so per file (Writer.set_mode: set on
     # the file, or stored with it as S3 metadata); a destination that cannot keep them says so.
     modes: bool = False
+    # Folders are only the prefixes of keys (S3): nothing of their own (no permissions, no time,
+    # no attributes) to keep, so a copy says nothing about them; files still say what they lost.
+    prefix_folders: bool = False
     hard_links: bool = False  # hard_link(): one job's hard links stay links
     sparse: bool = False  # writes runs of zeros of a sparse source as holes
     xattrs: bool = False  # get_xattrs()/set_xattrs() and Writer.set_xattrs (local disks)

@@ -296,6 +296,8 @@ def _keep_folder_attributes(
     """The source folder's permission bits (setgid included) and, with ``--xattrs``, its extended
     attributes, set on the folder just made (or found): what could not be kept is returned."""
     opts = ctx.options
+    if ctx.dst.capabilities.prefix_folders:
+        return (), []  # (S3: a folder is a key prefix, nothing to keep on it; its files say what they lost)
     if not ((opts.preserve_permissions and ctx.src.capabilities.modes) or opts.xattrs):
         return (), []  # (S3 prefixes have no permissions: no request to find none)
     try:

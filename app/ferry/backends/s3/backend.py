@@ -79,6 +79,7 @@ class S3Backend(Backend):
         readback=True,  # the server checks Content-MD5 and returns MD5 ETags we compare
         source_evidence=True,  # downloads are compared with the store's checksums or ETags
         empty_dirs=True,  # zero-byte "prefix/" markers
+        prefix_folders=True,  # a folder is a key prefix: no permissions or time of its own
         set_mtime=False,  # kept as metadata at upload only (S3 cannot change it afterwards)
         mtime_precision=1.0,
     )
