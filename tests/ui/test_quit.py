@@ -19,7 +19,7 @@ from ferry.transfers.store import Store
 from ferry.ui.main_window import MainWindow
 from ui.helpers_ui import job_state
 
-SIZE = 2 * 1024 * 1024
+SIZE = 4 * 1024 * 1024
 
 
 def answer_quit(how: str) -> list[str]:
@@ -51,7 +51,7 @@ def start_slow_job(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> tuple[in
     src.write_bytes(os.urandom(SIZE))
     dest = tmp_path / "out"
     dest.mkdir()
-    window.transfer_settings.bwlimit = "512K"  # about 4 s for the file: running when we quit
+    window.transfer_settings.bwlimit = "256K"  # about 16 s for the file: running when we quit, even on a loaded machine
     with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
         window.queue_transfer([str(src)], str(dest) + "/")
     job_id: int = created.args[0]
