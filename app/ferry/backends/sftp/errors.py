@@ -36,9 +36,9 @@ class ReadOnly(PermissionDenied):
 
 
 class RefusedWithoutReason(NoSpace):
-    """A write refused with SFTP's "Failure" by a server that does not answer statvfs: full, over
-    quota or read-only cannot be told apart, so the job pauses (as for a full disk) and the
-    person looks."""
+    """A write refused with SFTP's "Failure" by a server that does not answer statvfs (or answers
+    with 0 blocks): full, over quota or read-only cannot be told apart, so the job pauses (as for
+    a full disk) and the person looks."""
 
 
 class ServerRefused(FerryError):
@@ -99,7 +99,7 @@ def refused_write(client: Any, exc: BaseException, folder: str, shown: str) -> F
     detail = f"SFTP status {getattr(exc, 'code', '?')}: {exc}"
     if st is None:
         return RefusedWithoutReason(
-            f"The server refused to write {shown} and gives no reason (it does not answer statvfs): its "
+            f"The server refused to write {shown} and gives no reason (no usable statvfs answer): its "
             "disk may be full, a quota reached or the folder read-only",
             detail=detail,
         )
