@@ -48,6 +48,7 @@ def test_one_big_file_counts_its_bytes_while_it_runs(qtbot: QtBot, window: MainW
     dest = tmp_path / "out"
     dest.mkdir()
     window.transfer_settings.bwlimit = "40M"  # about 8 s: long enough to read the row mid-way
+    window.service.apply_limits()  # a runner started with the window takes it too
     with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
         window.queue_transfer([str(src)], str(dest) + "/")
     job_id = created.args[0]
@@ -77,6 +78,7 @@ def test_a_paused_job_shows_the_bytes_in_its_partial_file(qtbot: QtBot, window: 
     dest = tmp_path / "out"
     dest.mkdir()
     window.transfer_settings.bwlimit = "4M"  # 16 s: paused long before it ends
+    window.service.apply_limits()  # a runner started with the window takes it too
     with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
         window.queue_transfer([str(src)], str(dest) + "/")
     job_id = created.args[0]

@@ -52,6 +52,7 @@ def start_slow_job(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> tuple[in
     dest = tmp_path / "out"
     dest.mkdir()
     window.transfer_settings.bwlimit = "256K"  # about 16 s for the file: running when we quit, even on a loaded machine
+    window.service.apply_limits()  # a runner started with the window takes it too
     with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
         window.queue_transfer([str(src)], str(dest) + "/")
     job_id: int = created.args[0]
