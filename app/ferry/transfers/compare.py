@@ -289,18 +289,10 @@ def _by_content(content: ContentCheck, rel: str, ea: Entry, eb: Entry) -> Item:
     return Item(rel, State.SAME if same else State.DIFFERENT, ea, eb, () if same else (Reason.CONTENT,), how)
 
 
-def own_mtime_ns(entry: Entry) -> int | None:
-    """The file's own modification time: where a store keeps it apart from its own time (S3's
-    ``mtime`` metadata as ``Entry.kept_mtime_ns``, which the S3 backend is moving to), that one.
-    Read with getattr while that field is being introduced, so either shape of Entry works."""
-    kept = getattr(entry, "kept_mtime_ns", None)
-    return kept if isinstance(kept, int) else entry.exact_mtime_ns
-
-
 def times_equal(a: Entry, b: Entry, tolerance: float) -> bool:
     """Closer than ``tolerance`` seconds (the coarser side's precision: a time kept to the second
     matches any within that second); unknown is not equal."""
-    ta, tb = own_mtime_ns(a), own_mtime_ns(b)
+    ta, tb = a.own_mtime_ns, b.own_mtime_ns
     if ta is None or tb is None:
         return False
     return abs(ta - tb) < max(1, round(tolerance * 1e9))

@@ -383,8 +383,7 @@ def apply_deletions(plan: SyncPlan, backup: str | None) -> Deleted:
 
 def _unchanged(listed: Entry, now: Entry) -> bool:
     """Whether the entry found just before deleting is the one the comparison listed. S3 objects
-    compare by ETag (a listing gives the upload time, a HEAD the file's time kept in metadata: the
-    two never agree); other entries by kind, size and time."""
+    compare by ETag (the surest sign of the same object); other entries by kind, size and time."""
     if now.kind is not listed.kind or now.size != listed.size:
         return False
     etag_then, etag_now = listed.meta.get("etag"), now.meta.get("etag")
