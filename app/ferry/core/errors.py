@@ -93,6 +93,15 @@ class Transient(FerryError, OSError):
     action = Action.RETRY
 
 
+class CommitInDoubt(Transient):
+    """The rename of a written file into place was sent, its answer was lost, and no second look
+    could tell whether the server did it. Stored as the task's error kind: the task's next attempt
+    first looks at the destination and counts the file copied only on content evidence (never
+    size alone), else applies the conflict policy as always."""
+
+    kind = "commit-in-doubt"
+
+
 class ChecksumMismatch(FerryError):
     kind = "checksum-mismatch"
     retriable = True

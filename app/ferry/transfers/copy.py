@@ -37,6 +37,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import (
     AlreadyExists,
     ChecksumMismatch,
+    CommitInDoubt,
     FerryError,
     LinkInTheWay,
     NotFound,
@@ -550,6 +551,50 @@ def _verify_existing(task: Task, ctx: CopyContext, source: Entry, existing: Entr
     return Outcome("done", v, src_hash)
 
 
+def _landed_in_doubt(
+    task: Task, ctx: CopyContext, source: Entry, existing: Entry | None, cancel: CancelToken
+) -> Outcome | None:
+    """The previous attempt's rename into place was sent and its answer lost (it failed as
+    :class:`CommitInDoubt`): the file under the name may be this task's own. It is only if this
+    task's partial file (its name carries the task's id) is gone and the file there holds what the
+    source holds, by a hash of both ends (the destination's own hash where it computes one, else
+    read back here); size alone never says so. Then it counts as copied and checked; otherwise
+    None, and the conflict policy applies to it as to anyone's file."""
+    if task.error_kind != CommitInDoubt.kind or existing is None or existing.kind is not Kind.FILE:
+        return None
+    if existing.size != source.size:
+        return None
+    folder, name = ctx.dst.split(task.dst)
+    if _stat_or_none(ctx.dst, ctx.dst.join(folder, temp_name(name, str(task.id)))) is not None:
+        return None  # the rename was not done: the partial file is sent on as always
+    algo = ctx.options.hash_algo or "sha256"  # checked even under --verify none: it decides whose file it is
+    src_hash, _ = _hash_of(ctx.src, source.path, algo, cancel)
+    dst_hash, how = _hash_of(ctx.dst, existing.path, algo, cancel)
+    if src_hash != dst_hash:
+        return None
+    ctx.accounting.add_bytes(source.size or 0)
+    ctx.accounting.file_finished("done")
+    note = f"{algo} match (the rename's answer was lost; the file in place was {how})"
+    return Outcome("done", Verification(Level.CHECKSUM, algo, (Evidence.AFTER_RESTART,), note), src_hash)
+
+
+def _hash_of(backend: Backend, path: str, algo: str, cancel: CancelToken) -> tuple[str, str]:
+    """``algo`` of the file at ``path``: the backend's own hash where it computes one, else the
+    file read and hashed here. Returns the digest and how it was taken (for the record)."""
+    if algo in backend.capabilities.hashes:
+        try:
+            return backend.hash(path, algo, cancel), f"hashed by {backend.scheme}'s own {algo}"
+        except Unsupported:
+            pass
+    hasher = new_hasher(algo)
+    view = memoryview(bytearray(CHUNK))
+    with backend.open_read(path, 0) as f:
+        while n := f.readinto(view):
+            cancel.check()
+            hasher.update(view[:n])
+    return hasher.hexdigest(), "read back and hashed"
+
+
 def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
     try:
         source = ctx.src.stat(task.src)
@@ -565,6 +610,9 @@ def _copy_file(task: Task, ctx: CopyContext, cancel: CancelToken) -> Outcome:
     overwrite = ctx.options.on_conflict == "overwrite"
     resume = ctx.dst.capabilities.resume_write
     existing = _stat_or_none(ctx.dst, dst)
+    landed = _landed_in_doubt(task, ctx, source, existing, cancel)
+    if landed is not None:
+        return landed
     if existing is not None:
         if existing.is_dir:
             raise AlreadyExists(f"A folder is in the way of {ctx.dst.display(dst)}")

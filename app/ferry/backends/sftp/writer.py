@@ -48,7 +48,7 @@ from ferry.backends.sftp.protocol import ReadBackRefused, read_back_file, read_b
 from ferry.backends.sftp.remote_hash import FollowingHash, follow_command
 from ferry.backends.sftp.shell import HASH_TOOLS
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import AlreadyExists, FerryError, Transient
+from ferry.core.errors import AlreadyExists, CommitInDoubt, FerryError, Transient
 from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
@@ -148,6 +148,7 @@ class SFTPWriter(Writer):
     _parallel_used = False  # this file's bytes went out as parallel byte ranges (or began to)
     _resumed_at = 0  # the offset this handle's first WRITE went to (a resumed partial file's size)
     _discard = False  # the partial file goes even on an abort that would keep it (see _failed)
+    _digest: str | None = None  # what finish() returned: the hash of what the server holds, checked by the copy
     evidence = (Evidence.HOST_TOOL,)  # finish() returns the host's own sha256sum/b3sum of the file
 
     def __init__(
@@ -471,6 +472,10 @@ class SFTPWriter(Writer):
                 self._extra = []
 
     def finish(self) -> str | None:
+        self._digest = self._finish()
+        return self._digest
+
+    def _finish(self) -> str | None:
         try:
             self._stop_sender(discard=False)
         except BaseException:
@@ -549,6 +554,65 @@ class SFTPWriter(Writer):
         return True
 
     def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
+        """SETSTAT+RENAME of the partial file to its name. Where the connection drops with the
+        RENAME sent, a fresh connection looks whether the server did it (see
+        :meth:`_renamed_before_the_drop`); where nothing can tell, the commit is in doubt
+        (:class:`~ferry.core.errors.CommitInDoubt`) and the task's next attempt looks again."""
+        try:
+            self._commit(overwrite=overwrite, mtime=mtime)
+        except CommitInDoubt:
+            raise
+        except Transient as exc:
+            if not self._renamed_before_the_drop(exc):
+                raise
+            log.info("the connection dropped after %s was renamed into place; it is there", self.final_path)
+            self.verified_note = ", ".join(
+                n for n in (self.verified_note, "the rename's answer was lost; the file in place was hashed again") if n
+            )
+
+    def _renamed_before_the_drop(self, dropped: Transient) -> bool:
+        """The connection dropped while committing: did the server do the RENAME before it went?
+        If so, a retry would find "its own" file in the way and apply the conflict policy to it.
+        Asked on a fresh connection: False when the partial file (its name carries this task's
+        token; only this rename takes it away) is still there, so the rename was not done and the
+        file is simply sent again; True when the partial is gone and the final name holds a
+        regular file whose hash (the host's own tool, else read back over SFTP) equals the hash
+        of what was written and verified before the rename was sent. Size alone never says so:
+        anything else raises CommitInDoubt."""
+        size = self.offset + self._written
+        shown = self.backend.display(self.final_path)
+        doubt = CommitInDoubt(
+            f"Connection lost while renaming {shown} into place; the next attempt checks whether it landed",
+            detail=f"{dropped.message}; {dropped.detail}" if dropped.detail else dropped.message,
+        )
+        algo, digest = self._readback, self._digest
+        try:
+            with self.backend._host.pool.sftp() as c:
+                try:
+                    c.lstat(wire(self.temp_path))
+                    return False
+                except FileNotFoundError:
+                    pass
+                attr = c.lstat(wire(self.final_path))
+                if not stat_mod.S_ISREG(attr.st_mode or 0) or attr.st_size != size or algo is None or digest is None:
+                    raise doubt  # not ours, or nothing here to compare its content with
+                on_host = algo in self.backend.capabilities.hashes
+                landed = (
+                    None
+                    if on_host
+                    else read_back_file(c, wire(self.final_path), size, self.backend._host.request_size, algo)
+                )
+            if on_host:  # (the channel is given back first: the hash needs an exec channel)
+                landed = self.backend.hash(self.final_path, algo)
+        except CommitInDoubt:
+            raise
+        except Exception as exc:
+            raise doubt from exc
+        if landed != digest:
+            raise doubt
+        return True
+
+    def _commit(self, *, overwrite: bool, mtime: datetime | None) -> None:
         try:
             self._close_file()
             c = self._channel()
@@ -692,7 +756,7 @@ class SmallFileWriter(SFTPWriter):
             host.reads_write_handles = True
         return digest
 
-    def finish(self) -> str | None:
+    def _finish(self) -> str | None:
         if self._closed:
             return None
         try:
@@ -712,29 +776,3 @@ class SmallFileWriter(SFTPWriter):
                 self._flight(False)
             except Exception as exc:
                 raise self._failed(exc) from exc
-
-    def commit(self, *, overwrite: bool, mtime: datetime | None = None) -> None:
-        try:
-            super().commit(overwrite=overwrite, mtime=mtime)
-        except Transient:
-            if not self._renamed_before_the_drop():
-                raise
-            log.info("the connection dropped after %s was renamed into place; it is there", self.final_path)
-
-    def _renamed_before_the_drop(self) -> bool:
-        """The connection dropped while committing: did the server do the RENAME before it went?
-        If so, a retry would find "its own" file in the way and apply the conflict policy to
-        it. It did when the partial name (it carries this task's token; only this rename takes
-        it away) is gone and the final name holds a regular file of exactly the bytes written
-        (which were verified before the rename was sent). Asked on a fresh connection."""
-        try:
-            with self.backend._host.pool.sftp() as c:
-                try:
-                    c.lstat(wire(self.temp_path))
-                    return False
-                except FileNotFoundError:
-                    pass
-                attr = c.lstat(wire(self.final_path))
-                return stat_mod.S_ISREG(attr.st_mode or 0) and attr.st_size == self._written
-        except Exception:
-            return False
