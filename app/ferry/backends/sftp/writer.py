@@ -198,6 +198,10 @@ class SFTPWriter(Writer):
         self.backend = backend
         self.final_path = final_path
         self.temp_path = partial_path(final_path, token)
+        # The partial name is created too: noted before the OPEN goes out, so a stat or remove of
+        # it (a cancelled or failed file's cleanup) asks the server instead of taking it for absent
+        # in a folder this process just made (issue 18: cancelled and unreadable files' partials stayed).
+        backend._host.names.touch(self.temp_path)
         self.offset = 0
         self._written = 0
         self.verified_note = ""
