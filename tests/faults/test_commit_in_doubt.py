@@ -189,3 +189,42 @@ def test_someone_elses_file_of_the_same_size_is_not_ours(
         assert outcome.state == "done" and outcome.dst is not None and outcome.dst != str(dst), outcome
         assert Path(outcome.dst).read_bytes() == data
     assert not partials(dst.parent)
+
+
+@pytest.mark.parametrize("how", ["retried in the run", "ferry queue retry"])
+def test_the_doubt_survives_the_queue(
+    backend: Any, sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """Through the queue's own store: the failed attempt is put back (retried with backoff in the
+    run) or failed for good (patience ran out) and retried with ``ferry queue retry``
+    (Store.retry_failed); either way the claimed task still says its commit was in doubt, and
+    its file is recognised. Before, ``queue retry`` forgot the kind and the retry met the file
+    as a conflict."""
+    from ferry.transfers.copy import run_task
+    from ferry.transfers.options import JobOptions
+    from ferry.transfers.store import NewTask, Store, TaskResult
+
+    data = os.urandom(SMALL)
+    src = tmp_path / "src"
+    src.write_bytes(data)
+    os.utime(src, (1_500_000_000, 1_500_000_000))
+    dst = sshd.mkdir() / "f"
+    store = Store(tmp_path / "q.db")
+    job = store.create_job([str(src)], str(dst), JobOptions(), [(str(src), str(dst), "")])
+    store.add_tasks(job, [NewTask(kind="file", src=str(src), dst=str(dst), rel="f", size=SMALL, mtime_us=None)])
+    (task,) = store.claim_tasks([job], 10)
+    options = {"preserve_mtime": False}
+    restore = _lose_the_answer(backend, monkeypatch)
+    with pytest.raises(Transient) as lost:
+        run_task(task, _ctx(backend, **options), CancelToken())
+    restore()
+    state = "queued" if how == "retried in the run" else "failed"
+    store.finish_tasks([TaskResult(task.id, state, 1, error_kind=error_kind(lost.value), error=str(lost.value))])
+    if how == "ferry queue retry":
+        assert store.retry_failed(job) == 1
+    (again,) = store.claim_tasks([job], 10)
+    assert again.id == task.id and again.error_kind == "commit-in-doubt", again
+    outcome = run_task(again, _ctx(backend, **options), CancelToken())
+    assert outcome.state == "done" and outcome.verification.level is Level.CHECKSUM, outcome
+    assert dst.read_bytes() == data and not partials(dst.parent)
+    store.close()

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ferry.core.dirs import data_dir, ensure_private_dir
-from ferry.core.errors import Action, FerryError, UsageError
+from ferry.core.errors import Action, CommitInDoubt, FerryError, UsageError
 from ferry.core.outcomes import (
     Evidence,
     JobState,
@@ -837,10 +837,12 @@ class Store:
     def retry_failed(self, job_id: int, include_cancelled: bool = False) -> int:
         states = ("failed", "cancelled") if include_cancelled else ("failed",)
         with self._tx() as db:
+            # A commit in doubt stays known as one: the retry looks for its own file first.
             n = db.execute(
-                f"UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0, error = NULL, error_kind = NULL "
+                "UPDATE tasks SET state = 'queued', attempts = 0, not_before = 0, error = NULL, "
+                "error_kind = CASE WHEN error_kind = ? THEN error_kind ELSE NULL END "
                 f"WHERE job_id = ? AND state IN ({','.join('?' * len(states))})",
-                (job_id, *states),
+                (CommitInDoubt.kind, job_id, *states),
             ).rowcount
             db.execute(
                 "UPDATE jobs SET state = 'queued', message = NULL, error_kind = NULL, error_action = NULL, "
