@@ -228,3 +228,22 @@ def test_the_doubt_survives_the_queue(
     assert outcome.state == "done" and outcome.verification.level is Level.CHECKSUM, outcome
     assert dst.read_bytes() == data and not partials(dst.parent)
     store.close()
+
+
+@pytest.mark.parametrize("size", [SMALL, GENERAL])
+def test_a_second_look_that_works_settles_it_by_content(
+    backend: Any, sshd: SshServer, monkeypatch: pytest.MonkeyPatch, size: int
+) -> None:
+    """The answer is lost but the fresh connection works: both writers (before, only the small
+    one looked, and by size) find the partial gone and the file's hash equal to what was written,
+    and the commit succeeds, its note saying how it was settled."""
+    data = os.urandom(size)
+    dst = sshd.mkdir() / "f"
+    restore = _lose_the_answer(backend, monkeypatch, reconnect_fails=False)
+    w = backend.open_write(str(dst), size=size, token="7", readback="sha256")
+    w.write(data)
+    assert w.finish() == hashlib.sha256(data).hexdigest()
+    w.commit(overwrite=False)
+    restore()
+    assert dst.read_bytes() == data and not partials(dst.parent)
+    assert "hashed again" in w.verified_note, w.verified_note
