@@ -1,7 +1,8 @@
 """End to end under a real X server (Xvfb), with real input events (xdotool): the window runs a big
 file, is paused and resumed from the keyboard, and quits with Enter, which keeps the transfer
-running in the background; screenshots go to docs/screenshots/ (gui-progress-*.png,
-gui-quit-dialog.png) for the guide, and are looked at by a person.
+running in the background; screenshots (gui-progress-*.png, gui-quit-dialog.png) go to the
+test's folder, or with FERRY_SAVE_SCREENSHOTS=1 to docs/screenshots/ for the guide, where a
+person looks at them.
 
 The window runs as its own process (``python -m ferry``) on the Xvfb display, as a user would
 start it; the test reads the queue database to know when to act."""
@@ -23,7 +24,9 @@ from PySide6.QtGui import QImage, QPainter
 
 from ferry.transfers.store import Store
 
-SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
+# The guide's copies are refreshed only when asked (FERRY_SAVE_SCREENSHOTS=1): an ordinary run
+# writes them to its temporary folder, so running the tests leaves the work tree as it was.
+GUIDE_SHOTS = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
 MIB = 1024 * 1024
 
 pytestmark = pytest.mark.skipif(
@@ -85,12 +88,12 @@ def xwd_image(data: bytes) -> QImage:
     return QImage(data[header_size + 12 * ncolors :], head[4], head[5], stride, fmt).copy()
 
 
-def shot(display: str, name: str, on_top: str | None = None) -> Path:
+def shot(display: str, name: str, folder: Path, on_top: str | None = None) -> Path:
     """The screen's top-left 1024x700 as a PNG. A dialog (``on_top``, a window id) is drawn over
     it from its own dump: read through the root window, a window of another depth (Qt's dialogs
     use a 32-bit visual) comes out black."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    out = SHOTS / name
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / name
     xwd = subprocess.run(["xwd", "-root", "-silent", "-display", display], capture_output=True, check=True)
     image = xwd_image(xwd.stdout).convertToFormat(QImage.Format.Format_RGB32)
     if on_top is not None:
@@ -113,6 +116,7 @@ def test_big_file_pause_resume_and_quit_with_enter_under_xvfb(display: str, tmp_
     src.write_bytes(os.urandom(48 * MIB))
     dest = tmp_path / "archive" / "incoming"
     dest.mkdir(parents=True)
+    shots = GUIDE_SHOTS if os.environ.get("FERRY_SAVE_SCREENSHOTS") == "1" else tmp_path / "screenshots"
     env = dict(os.environ, DISPLAY=display, QT_QPA_PLATFORM="xcb")
     ferry = [sys.executable, "-m", "ferry"]
     added = subprocess.run(
@@ -137,14 +141,14 @@ def test_big_file_pause_resume_and_quit_with_enter_under_xvfb(display: str, tmp_
 
         wait_for(lambda: job_state(job_id) == "running", 30, "the window runs the queued job")
         time.sleep(4)  # a few MiB in: the row moves, the file is far from done
-        shot(display, "gui-progress-running.png")
+        shot(display, "gui-progress-running.png", shots)
 
         key("ctrl+shift+p")  # Transfers → Pause all
         wait_for(lambda: job_state(job_id) == "paused" and saved_partial(job_id) > 0, 30, "paused, bytes saved")
         held = saved_partial(job_id)
         assert 0 < held < 48 * MIB
         time.sleep(1.5)  # the row reads the saved bytes
-        shot(display, "gui-progress-paused.png")
+        shot(display, "gui-progress-paused.png", shots)
 
         key("ctrl+shift+r")  # Resume all
         wait_for(lambda: job_state(job_id) == "running", 30, "resumed")
@@ -155,7 +159,7 @@ def test_big_file_pause_resume_and_quit_with_enter_under_xvfb(display: str, tmp_
             env=env, capture_output=True, text=True, timeout=30, check=True,
         )  # fmt: skip
         time.sleep(2)  # painted
-        shot(display, "gui-quit-dialog.png", on_top=asked.stdout.split()[0])
+        shot(display, "gui-quit-dialog.png", shots, on_top=asked.stdout.split()[0])
         assert job_state(job_id) == "running"  # asking stops nothing
         key("Return")  # Enter: keep running in the background
         out, _ = window.communicate(timeout=60)
