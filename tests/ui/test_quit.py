@@ -143,3 +143,34 @@ def test_the_background_command_carries_the_window_limits() -> None:
     assert cmd[1:] == ["-m", "ferry", "queue", "run", "--parallel", "3", "--bwlimit", "524288"]
     out = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, timeout=60)
     assert "--bwlimit" in out.stdout
+
+
+def test_sigterm_closes_without_asking_and_the_job_resumes_later(tmp_path: Path) -> None:
+    """A logout or a service manager sends SIGTERM: nobody is there to answer a question, so the
+    window stops its runner (the job goes back to the queue, its partial file kept) and exits."""
+    import signal
+    import sys
+    import time
+
+    src = tmp_path / "big.bin"
+    src.write_bytes(os.urandom(SIZE))
+    dest = tmp_path / "out"
+    dest.mkdir()
+    ferry = [sys.executable, "-m", "ferry"]
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    subprocess.run([*ferry, "queue", "add", str(src), str(dest) + "/", "--bwlimit", "256K"], env=env, check=True)
+    window = subprocess.Popen([*ferry, "--new-window"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        end = time.monotonic() + 30
+        while job_state(1) != "running" and time.monotonic() < end:
+            time.sleep(0.2)
+        assert job_state(1) == "running"
+        time.sleep(2)  # the window is shown and its signal handlers set (just after its runner starts)
+        window.send_signal(signal.SIGTERM)
+        assert window.wait(timeout=30) == 0  # a question would have kept it open
+    finally:
+        if window.poll() is None:
+            window.kill()
+            window.wait(10)
+    assert job_state(1) == "queued"  # interrupted: the next run (or window) continues it
+    assert partials(dest) and not (dest / "big.bin").exists()

@@ -24,7 +24,8 @@ def has_display() -> bool:
 
 
 def _quit_on_signals(app: object, window: object) -> None:
-    """Ctrl+C or SIGTERM closes the window cleanly (files in flight resume next time).
+    """Ctrl+C or SIGTERM closes the window cleanly (files in flight resume next time), without
+    the quit question: nobody may be there to answer it (a logout, a service manager).
 
     Python runs signal handlers only when it gets control, and Qt's event loop is C++: a
     timer gives Python a moment a few times a second.
@@ -33,8 +34,12 @@ def _quit_on_signals(app: object, window: object) -> None:
 
     from PySide6.QtCore import QTimer
 
+    def close() -> None:
+        window.shutdown()  # type: ignore[attr-defined]  # stopped first: closing then asks nothing
+        window.close()  # type: ignore[attr-defined]
+
     def stop(signum: int, frame: object) -> None:
-        QTimer.singleShot(0, window.close)  # type: ignore[attr-defined]
+        QTimer.singleShot(0, close)
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
