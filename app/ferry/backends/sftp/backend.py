@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import stat as stat_mod
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -22,7 +23,16 @@ from ferry.backends.sftp.reader import SFTPReader
 from ferry.backends.sftp.writer import SFTPWriter, SmallFileWriter, is_small
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import AlreadyExists, FerryError, IsADirectory, NotADirectory, NotFound, Unsupported
+from ferry.core.errors import (
+    AlreadyExists,
+    FerryError,
+    IsADirectory,
+    LinkInTheWay,
+    NotADirectory,
+    NotFound,
+    UnsafeName,
+    Unsupported,
+)
 
 
 class SFTPBackend(Backend):
@@ -307,6 +317,207 @@ class SFTPBackend(Backend):
 
     def close(self) -> None:
         """Connections are shared per host for the whole process (one login per host per run)."""
+
+    def confined(self, roots: Sequence[str]) -> SFTPBackend:
+        """The view one job writes through: no link followed below any of ``roots``."""
+        return ConfinedSFTP(self, roots)
+
+
+class ConfinedSFTP(SFTPBackend):
+    """One job's view of an SSH host: below each of the job's destination roots, nothing is
+    created, written, renamed or deleted through a symbolic link. SFTP names paths, never
+    folder handles, so each folder on the way from a root to a path is looked at with LSTAT
+    (which does not follow a link) before the path is used; the folders this job made or found
+    real are remembered, so a tree costs about one LSTAT per folder, not per file. A link where
+    a folder must be raises :class:`LinkInTheWay` (with the link's own path) for the copy to
+    apply its conflict policy to: kept (the folder's files are skipped), or the link itself
+    removed (REMOVE never follows) and a real folder made in its place.
+
+    The last name of a path is never followed either: a file goes to a partial name and is
+    RENAMEd into place (RENAME replaces a link, not its target). Paths at or above a root, and
+    paths below none, are used as they are (links followed): they are the user's own choice.
+    Unlike the local view (folder descriptors), a link swapped in by another program between
+    the LSTAT and the write is not caught: SFTP has no request that resolves a path without
+    following links."""
+
+    def __init__(self, base: SFTPBackend, roots: Sequence[str]) -> None:
+        Backend.__init__(self, base.address)
+        self._host = base._host
+        self._caps = base._caps
+        # The login folder ("" or ".") holds the relative paths: its prefix is "" (and no path
+        # starting with "/" is below it).
+        norm = {"" if posixpath.normpath(r) == "." else posixpath.normpath(r) for r in roots}
+        self.roots = tuple(sorted(norm, key=len, reverse=True))  # the innermost root first
+        self._prefixes = tuple((r, r if not r or r.endswith("/") else r + "/") for r in self.roots)
+        self._real: set[str] = set()  # folders below a root seen real (not links) by this job
+        self._lock = threading.Lock()
+
+    def _below(self, path: str) -> tuple[str, list[str]] | None:
+        """(the root, the names of ``path`` below it), or None for a path below no root (or a
+        root itself). A path that climbs out with ``..`` is refused."""
+        for root, prefix in self._prefixes:
+            if path.startswith(prefix) and (prefix or not path.startswith("/")):
+                names = [n for n in path[len(prefix) :].split("/") if n not in ("", ".")]
+                if ".." in names:
+                    raise UnsafeName(f"Refused a path that would leave the destination: {self.display(path)}")
+                return (root, names) if names else None
+        return None
+
+    def _folders(self, path: str, *, including: bool = False) -> list[str]:
+        """The folders below a root on the way to ``path`` (``path`` itself too with
+        ``including``), outermost first."""
+        found = self._below(path)
+        if found is None:
+            return []
+        root, names = found
+        if not including:
+            names = names[:-1]
+        out, at = [], root
+        for name in names:
+            at = f"{at.rstrip('/')}/{name}" if at else name
+            out.append(at)
+        return out
+
+    def _check(self, path: str, *, including: bool = False) -> None:
+        """Raise LinkInTheWay if a folder on the way to ``path`` below its root is a link. A
+        folder that is missing ends the check (nothing below it exists to be followed)."""
+        todo = [f for f in self._folders(path, including=including) if f not in self._real]
+        if not todo:
+            return
+        with self._host.pool.sftp() as c:
+            for folder in todo:
+                try:
+                    attr = c.lstat(wire(folder))
+                except FileNotFoundError:
+                    return
+                except Exception as exc:
+                    raise map_error(exc, self.display(folder)) from exc
+                if stat_mod.S_ISLNK(attr.st_mode or 0):
+                    raise _link_in_the_way(self.display(folder), folder)
+                if not stat_mod.S_ISDIR(attr.st_mode or 0):
+                    return  # a file in the way: the request itself fails and says so
+                with self._lock:
+                    self._real.add(folder)
+
+    def _forget(self, path: str) -> None:
+        """A folder at ``path`` (or below it) may be gone or replaced: look at it again."""
+        prefix = path.rstrip("/") + "/"
+        with self._lock:
+            self._real = {f for f in self._real if f != path and not f.startswith(prefix)}
+
+    def list(self, path: str, cancel: CancelToken | None = None) -> Iterator[Entry]:
+        self._check(self._abs(path), including=True)
+        return super().list(path, cancel)
+
+    def stat(self, path: str) -> Entry:
+        self._check(self._abs(path))
+        return super().stat(path)
+
+    def open_write(
+        self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
+    ) -> SFTPWriter:
+        self._check(self._abs(path))
+        return super().open_write(path, size=size, token=token, resume=resume, readback=readback)
+
+    def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        path = self._abs(path)
+        folders = self._folders(path, including=True)
+        if not folders:
+            return super().mkdir(path, parents=parents, exist_ok=exist_ok)
+        try:
+            self._check(path)
+            with self._host.pool.sftp() as c:
+                attr = _lstat_or_none(c, path)
+            if attr is not None and stat_mod.S_ISLNK(attr.st_mode or 0):
+                raise _link_in_the_way(self.display(path), path)
+            if attr is not None and stat_mod.S_ISDIR(attr.st_mode or 0) and exist_ok:
+                with self._lock:
+                    self._real.add(path)
+                return None
+            super().mkdir(path, parents=parents, exist_ok=exist_ok)
+            # Made here, or made meanwhile: what stands there now must be a real folder.
+            self._check(path, including=True)
+        except FerryError:
+            raise
+        except Exception as exc:
+            raise map_error(exc, self.display(path)) from exc
+        return None
+
+    def remove(self, path: str, *, recursive: bool = False) -> None:
+        path = self._abs(path)
+        self._check(path)
+        self._forget(path)
+        super().remove(path, recursive=recursive)
+
+    def rename(self, src: str, dst: str, *, overwrite: bool = False) -> None:
+        self._check(src)
+        self._check(dst)
+        self._forget(src)
+        self._forget(dst)
+        super().rename(src, dst, overwrite=overwrite)
+
+    def symlink(self, target: str, path: str) -> None:
+        self._check(path)
+        super().symlink(target, path)
+
+    def set_mtime(self, path: str, mtime: datetime, mtime_ns: int | None = None) -> None:
+        self._check(path, including=True)  # SETSTAT follows a link: never on one below a root
+        super().set_mtime(path, mtime, mtime_ns)
+
+    def set_mode(self, path: str, mode: int) -> None:
+        self._check(path, including=True)
+        super().set_mode(path, mode)
+
+    def write_batch(
+        self, items: Sequence[tuple[str, bytes | BatchData, str, datetime | None]], algo: str | None
+    ) -> Sequence[str | BaseException]:
+        """As the backend's, for the items whose folders are no links (``tar -x``, ``mkdir -p``
+        and ``mv`` on the server would follow them); the others go per file (Unsupported),
+        where the link meets the conflict policy."""
+        results: list[str | BaseException] = [Unsupported("not sent in a tar batch")] * len(items)
+        keep: list[int] = []
+        for i, (path, _data, _token, _mtime) in enumerate(items):
+            try:
+                self._check(self._abs(path))
+            except LinkInTheWay:
+                results[i] = Unsupported("a symbolic link is on its way: per file, where the policy decides")
+                continue
+            keep.append(i)
+        if keep:
+            sent = super().write_batch([items[i] for i in keep], algo)
+            for i, got in zip(keep, sent, strict=True):
+                results[i] = got
+        return results
+
+    def commit_batch(self, items: Sequence[tuple[str, str, bool, int]]) -> Sequence[BaseException | None]:
+        results: list[BaseException | None] = [None] * len(items)
+        keep: list[int] = []
+        for i, (_partial, final, _overwrite, _size) in enumerate(items):
+            try:
+                self._check(final)
+            except LinkInTheWay as exc:
+                results[i] = exc
+                continue
+            keep.append(i)
+        if keep:
+            done = super().commit_batch([items[i] for i in keep])
+            for i, got in zip(keep, done, strict=True):
+                results[i] = got
+        return results
+
+
+def _link_in_the_way(shown: str, link: str) -> LinkInTheWay:
+    return LinkInTheWay(
+        f"{shown} is a symbolic link where a folder must be: Ferry does not write through links inside the destination",
+        link,
+    )
+
+
+def _lstat_or_none(c: Any, path: str) -> Any:
+    try:
+        return c.lstat(wire(path))
+    except FileNotFoundError:
+        return None
 
 
 def import_paramiko() -> None:
