@@ -44,10 +44,10 @@ def rclone_site(tmp_path: Path) -> Iterator[tuple[Ferry, Path]]:
         server.stop()
 
 
-def _cancel_mid_flight(ferry: Ferry, url: str, remote: Path, src: Path, files: int) -> None:
+def _cancel_mid_flight(ferry: Ferry, url: str, remote: Path, src: Path, files: int, size: int = 24 * MiB) -> None:
     src.mkdir()
     for i in range(files):
-        write_random(src / f"big{i}.bin", 24 * MiB)
+        write_random(src / f"big{i}.bin", size)
     ferry.ok("queue", "add", "-r", src, url)
     proc = ferry.popen("queue", "run", "--bwlimit", "4M", "--parallel", "4")
     try:
@@ -87,11 +87,15 @@ def _unreadable_source(ferry: Ferry, url: str, remote: Path, src: Path) -> None:
     assert partials(remote) == [], shown  # before: an empty .noread.txt.N.ferry-part stayed
 
 
-@pytest.mark.parametrize("files", [1, 3], ids=["one-file", "several-files"])
+@pytest.mark.parametrize(
+    ("files", "size"),
+    [(1, 24 * MiB), (3, 24 * MiB), (1, 72 * MiB)],
+    ids=["one-file", "several-files", "parallel-streams"],  # 64 MiB and more go out as byte ranges
+)
 def test_cancel_during_a_live_queue_run_removes_the_sftp_partials(
-    sftp_site: SftpSite, tmp_path: Path, files: int
+    sftp_site: SftpSite, tmp_path: Path, files: int, size: int
 ) -> None:
-    _cancel_mid_flight(sftp_site.ferry, sftp_site.url(), sftp_site.remote, tmp_path / "src", files)
+    _cancel_mid_flight(sftp_site.ferry, sftp_site.url(), sftp_site.remote, tmp_path / "src", files, size)
 
 
 def test_cancel_during_a_live_queue_run_removes_the_partial_on_rclone_serve_sftp(
