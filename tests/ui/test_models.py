@@ -192,7 +192,7 @@ def test_a_finished_job_says_what_its_files_reached(tmp_path: Path) -> None:
         store.close()
     m = QueueModel()
     m.apply(QueueSnapshot([running]))
-    assert m.data(m.index(0, VERIFY)) == "blake3 checked"
+    assert m.data(m.index(0, VERIFY)) == "will check blake3"  # a running job has checked nothing yet
     m.apply(QueueSnapshot([row]))
     assert m.data(m.index(0, VERIFY)) == "3 copied: 1 blake3-checked, 2 size only; 1 skipped (1 identical)"
     assert fix_for(failed.error_action) == (Action.LOGIN, "Log in again")

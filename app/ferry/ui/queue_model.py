@@ -43,7 +43,13 @@ FILTERS: dict[str, Callable[[JobRow], bool]] = {
     "done": lambda j: j.state in ("done", "cancelled"),
 }
 
-_VERIFIED = {"sha256": "sha256 checked", "blake3": "blake3 checked", "size": "sizes checked", "none": "not verified"}
+# An unfinished job has checked nothing yet: its row says what it will check, never "checked".
+_WILL_VERIFY = {
+    "sha256": "will check sha256",
+    "blake3": "will check blake3",
+    "size": "will check sizes",
+    "none": "no check",
+}
 
 
 def gui_message(job_id: int, message: str | None) -> str | None:
@@ -193,7 +199,7 @@ def _job_files(j: JobRow) -> str:
 
 def _job_verification(j: JobRow) -> str:
     if j.outcomes is None:  # not finished: what the job will check
-        return _VERIFIED.get(j.verify, j.verify)
+        return _WILL_VERIFY.get(j.verify, j.verify)
     # Finished: what was reached, from the typed outcomes; which modes hash is the engine's to say.
     algo = VerifyMode(j.verify).hash_algo if j.verify in VERIFY_MODES else None
     return describe_counts(j.outcomes, algo)
