@@ -220,7 +220,9 @@ def test_job_window_and_start_time(ferry: Ferry, tmp_path: Path) -> None:
                 0.1,
                 "the jobs that may run now",
             )
-            _wait_for_text(log, "waiting for a job's time window or start time", proc)
+            # Said for the job that runs first: the closed window's or the later start time's.
+            waits = (f"waiting for job {closed}'s time window", f"waiting for job {later}'s start time")
+            wait_until(lambda: any(w in log.read_text() for w in waits), 30, 0.1, "what the run waits for")
             assert proc.poll() is None  # it waits for the other jobs rather than exiting
             assert ferry.job(closed)["state"] == "queued" and ferry.job(later)["state"] == "queued"
         finally:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     options = tc.job_options(args, bwlimit=args.bwlimit)
     pool = BackendPool()
-    prepared = jobs.prepare(args.sources, args.dest, options, pool)
+    prepared = jobs.prepare(args.sources, args.dest, options, pool, on_retry=tc.retry_notice(args.json))
     if args.dry_run:
         return _dry_run(prepared.roots, args.json, move=options.move)
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     job_id = jobs.create(store, prepared, options, state="running", runner=runner_id())
     runner = Runner(store, RunConfig(job_ids=[job_id], **tc.parallel_config(args.parallel)), pool=pool)
     output = tc.Output(runner.accounting, as_json=args.json)
-    runner.listener = tc.RunListener(output)
+    listener = runner.listener = tc.RunListener(output)
     if options.on_conflict == "ask" and tc.can_ask():
         runner.ask = tc.TerminalAsk(output)
     summary = tc.run_in_foreground(runner, output)
@@ -108,20 +108,23 @@ def run(args: argparse.Namespace) -> int:
                 "exit_code": code,
                 "size_only": size_only,
                 "outcomes": counts.to_json(),
+                "names_mapped": listener.names_mapped,
                 **({"move": json.loads(moved.to_json())} if moved is not None else {}),
                 **tc.snapshot_dict(snap),
             }
         )
     else:
-        _say(store, job, state, tc.summary_text(snap, counts, options.verify, job_id), counts)
+        _say(store, job, state, tc.summary_text(snap, counts, options.verify, job_id), counts, listener.names_mapped)
     store.close()
     return code
 
 
-def _say(store: Store, job: Job, state: str, summary: str, counts: OutcomeCounts) -> None:
-    """The summary, one line for files that differ from what is there, what a move did, the state."""
+def _say(store: Store, job: Job, state: str, summary: str, counts: OutcomeCounts, names_mapped: int = 0) -> None:
+    """The summary, one line each for names mapped, files that differ from what is there and what
+    a move did, then the state."""
     lines = [summary]
-    lines += [x for x in (tc.conflict_line(counts), tc.move_line(store, job.id)) if x]
+    extra = (tc.names_mapped_line(names_mapped), tc.conflict_line(counts), tc.move_line(store, job.id))
+    lines += [x for x in extra if x]
     if state != "done":
         lines.append(f"job {job.id} {state}" + (f": {job.message}" if job.message else ""))
     sys.stderr.write("\n".join(lines) + "\n")

@@ -156,7 +156,7 @@ def cmd_add(args: argparse.Namespace) -> int:
     sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
     with BackendPool() as pool:
-        prepared = jobs.prepare(sources, dest, options, pool)
+        prepared = jobs.prepare(sources, dest, options, pool, on_retry=tc.retry_notice(args.json))
     store = _store()
     job_id = jobs.create(store, prepared, options)
     if args.json:

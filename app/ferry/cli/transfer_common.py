@@ -10,17 +10,17 @@ import signal
 import sys
 import threading
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import FrameType
 from typing import IO, TYPE_CHECKING, Any, ClassVar, TextIO
 
-from ferry.core.errors import AlreadyExists, UsageError
+from ferry.core.errors import AlreadyExists, Transient, UsageError
 from ferry.core.hashing import VERIFY_MODES
 from ferry.core.outcomes import Level, OutcomeCounts, SkipReason, describe_counts
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_duration, format_rate, format_size, parse_duration, parse_size
-from ferry.transfers.jobs import canonical, create_job, prepare_job, resolve
+from ferry.transfers.jobs import RetryNotice, canonical, create_job, prepare_job, resolve
 from ferry.transfers.options import (
     CHOOSE_POLICY_HINT,
     CONFLICT_HELP,
@@ -173,10 +173,18 @@ def job_options(args: argparse.Namespace, *, bwlimit: str | None = None) -> JobO
 
 
 def escape_name(name: str) -> str:
-    """One line per name: control characters shown as escapes, as ``ls -b`` does."""
+    """One line per name: control characters shown as escapes, as ``ls -b`` does, and the bytes of
+    a name that is not UTF-8 (kept as surrogates, as Python reads such names) as ``\\xff``, as the
+    queue's record writes them (store.text), never as Python's ``\\udcff``."""
     if name.isprintable():
         return name
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in name)
+    return "".join(c if c.isprintable() else _escaped(c) for c in name)
+
+
+def _escaped(c: str) -> str:
+    if 0xDC80 <= ord(c) <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape)
+        return f"\\x{ord(c) - 0xDC00:02x}"
+    return repr(c)[1:-1]
 
 
 def _bar(fraction: float, width: int = 24) -> str:
@@ -265,6 +273,24 @@ class Output:
                 self.err.flush()
 
 
+def retry_notice(as_json: bool) -> RetryNotice:
+    """How ``cp``/``queue add --patience`` say that they wait for a server before queueing: a
+    line on stderr (a ``waiting`` event on stdout with --json), with the reason and the next try."""
+
+    def notice(exc: Transient, delay: float, attempt: int) -> None:
+        at = datetime.now().astimezone() + timedelta(seconds=delay)
+        if as_json:
+            event = {"event": "waiting", "reason": "server", "error_kind": exc.kind, "message": exc.message}
+            print(json.dumps({**event, "next_try": at.isoformat(timespec="seconds"), "attempt": attempt}), flush=True)
+        else:
+            sys.stderr.write(
+                f"waiting for the server: {escape_name(exc.message)}; next try (attempt {attempt}) at {at:%H:%M:%S}\n"
+            )
+            sys.stderr.flush()
+
+    return notice
+
+
 def snapshot_dict(s: Snapshot) -> dict[str, Any]:
     return {
         "bytes_done": s.bytes_done,
@@ -286,6 +312,7 @@ class CliListener:
     def __init__(self, output: Output) -> None:
         self.output = output
         self.states: dict[int, tuple[str, str | None]] = {}
+        self.names_mapped = 0  # files copied under a name mapped for the destination (typed: NotKept.NAME)
 
     def task_finished(self, job_id: int, task: Task | NewTask, result: TaskResult) -> None:
         if self.output.as_json:
@@ -316,8 +343,13 @@ class CliListener:
             self.output.message(f"skipped: {escape_name(task.rel)}: {escape_name(result.error)}")
         elif result.state == "done" and result.not_kept:
             # Copied and checked, but something of it was not kept (permissions, holes, a hard
-            # link, extended attributes): said as it happens, never only in the record.
-            self.output.message(f"copied, not all kept: {escape_name(task.rel)}: {escape_name(result.verified or '')}")
+            # link, extended attributes) or its name was mapped: said as it happens, never only in
+            # the record.
+            self.output.message(
+                f"{_lossy_heading(result.not_kept)}: {escape_name(task.rel)}: {escape_name(result.verified or '')}"
+            )
+        if result.state == "done" and _name_mapped(result.not_kept):
+            self.names_mapped += 1
 
     def job_changed(self, job_id: int, state: str, message: str | None) -> None:
         self.states[job_id] = (state, message)
@@ -329,7 +361,27 @@ class CliListener:
 
     def waiting(self, until: datetime | None, why: str) -> None:
         if until is not None:
-            self.output.message(f"{why} (until {until:%Y-%m-%d %H:%M})")
+            self.output.message(f"{why} (until {until:%Y-%m-%d %H:%M:%S})")
+
+
+def _name_mapped(not_kept: tuple[str, ...]) -> bool:
+    from ferry.transfers.copy import NotKept
+
+    return NotKept.NAME in not_kept
+
+
+def _lossy_heading(not_kept: tuple[str, ...]) -> str:
+    """``copied, name mapped`` when the name was all that changed, else ``copied, not all kept``."""
+    if _name_mapped(not_kept):
+        return "copied, name mapped" if len(not_kept) == 1 else "copied, name mapped and not all kept"
+    return "copied, not all kept"
+
+
+def names_mapped_line(n: int) -> str | None:
+    """The summary's word on files copied under a mapped name (``queue show --files`` says from what)."""
+    if not n:
+        return None
+    return f"{n:,} file(s) copied under a name mapped for the destination (control characters shown as symbols)"
 
 
 class RunListener(CliListener):

@@ -104,6 +104,7 @@ class NotKept(StrEnum):
     HOLES = "holes"  # a sparse source's holes: every byte written
     HARD_LINK = "hard-link"  # copied as a file of its own, not as another name of its twin
     XATTRS = "xattrs"  # extended attributes (POSIX ACLs among them)
+    NAME = "name"  # the name, mapped to one the destination can hold (an S3 key's control characters)
 
 
 @dataclass(frozen=True)
@@ -814,6 +815,8 @@ def _transfer(
         raise
     if opts.verify != "none" and verification.level is not Level.CHECKSUM:
         _check_landed_size(ctx, dst, size)
+    if source.name != ctx.src.split(source.path)[1]:  # the backend mapped it (its name note says from what)
+        lost = (*lost, NotKept.NAME)
     return Outcome("done", verification.with_note("; ".join(notes)), moved.src_hash, not_kept=lost)
 
 

@@ -8,11 +8,14 @@ changed before the whole request has been checked (:func:`prepare_job` raises ``
 from __future__ import annotations
 
 import os
+import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ferry.core.address import Address, parse_address
-from ferry.core.errors import UsageError
+from ferry.core.errors import Transient, UsageError
 from ferry.transfers.options import JobOptions
 
 if TYPE_CHECKING:
@@ -76,7 +79,54 @@ def prepare_job(
     return src_addrs, dst_addr, roots
 
 
-def prepare(sources: list[str], dest: str, options: JobOptions, pool: BackendPool) -> Prepared:
+# Waiting out a server that is down or restarting before the job is queued: the scheduler's own
+# backoff (RunConfig's defaults), so ``ferry cp --patience`` waits at the start as it does later.
+BACKOFF_BASE, BACKOFF_CAP = 1.0, 60.0
+
+RetryNotice = Callable[[Transient, float, int], None]  # (the failure, seconds until the next try, attempt)
+
+
+def retry_delay(patience: float, first: float, attempts: int) -> float | None:
+    """Seconds to wait after ``attempts`` transient failures in a row (the first at monotonic time
+    ``first``), or None once the patience is spent: exponential with jitter, capped at a sixth of
+    the patience (as :meth:`Runner._backoff <ferry.transfers.scheduler.Runner._backoff>`)."""
+    left = first + patience - time.monotonic()
+    if left <= 0:
+        return None
+    cap = min(BACKOFF_CAP, max(BACKOFF_BASE, patience / 6))
+    delay = min(cap, BACKOFF_BASE * 2.0 ** min(attempts - 1, 30)) * random.uniform(0.5, 1.0)
+    return min(delay, left)
+
+
+def prepare(
+    sources: list[str],
+    dest: str,
+    options: JobOptions,
+    pool: BackendPool,
+    *,
+    on_retry: RetryNotice | None = None,
+) -> Prepared:
+    """:func:`prepare_job` and :func:`check_request`. A transient failure of these checks (the
+    server down or restarting) is no bad input: it is raised as the :class:`Transient` it is (a
+    failed transfer's exit code, not a usage error's), or, given ``on_retry`` and a job with a
+    patience, tried again with backoff while the patience lasts, each wait said through
+    ``on_retry`` (``ferry cp --patience``, ``ferry queue add --patience``)."""
+    first = time.monotonic()
+    attempts = 0
+    while True:
+        try:
+            return check_request(sources, dest, options, pool)
+        except Transient as exc:
+            attempts += 1
+            delay = retry_delay(options.patience, first, attempts) if on_retry and options.patience else None
+            if delay is None or on_retry is None:
+                raise
+            on_retry(exc, delay, attempts + 1)
+            pool.close()  # the next try connects afresh
+            time.sleep(delay)
+
+
+def check_request(sources: list[str], dest: str, options: JobOptions, pool: BackendPool) -> Prepared:
     """:func:`prepare_job`, plus what the options need of the request (a move's sources must be
     deletable, and a service that moves the bytes itself must be accepted for a move)."""
     srcs, dst, roots = prepare_job(sources, dest, options.recursive, pool)

@@ -29,7 +29,7 @@ from ferry.backends.base import Backend, Entry, Kind
 from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import FerryError, NotFound, UsageError, describe
+from ferry.core.errors import FerryError, NotFound, Transient, UsageError, describe
 from ferry.core.outcomes import SkipReason
 from ferry.transfers.store import NewTask
 
@@ -211,8 +211,8 @@ def resolve_roots(sources: list[Address], dest: Address, pool: BackendPool, *, r
     dst_backend = pool.get(dest)
     try:
         dst_entry, into = _check_destination(dst_backend, dest, len(sources))
-    except UsageError:
-        raise
+    except (UsageError, Transient):
+        raise  # a server down or restarting is not bad input: the caller may wait it out (jobs.prepare)
     except FerryError as exc:
         # ENOTDIR, EACCES ... on the destination's path: bad input, reported before any change.
         raise UsageError(f"Cannot write to {dest}: {exc.message[:1].lower()}{exc.message[1:]}") from exc
@@ -235,6 +235,8 @@ def _source_entry(src_backend: Backend, src: Address, recursive: bool) -> Entry:
         entry = src_backend.stat(src.path)
     except NotFound:
         raise UsageError(f"Source not found: {src}") from None
+    except Transient:
+        raise  # not bad input (see resolve_roots)
     except FerryError as exc:
         raise UsageError(f"Cannot read source {src}: {exc.message}") from None
     if entry.is_dir and not recursive:

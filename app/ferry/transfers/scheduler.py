@@ -246,10 +246,10 @@ class Runner:
                 self.tuner.observe(a.bytes_done, a.files_done, busy=a.active > 0)
             self._finish_jobs()
             if not self._runs and not buffered:
-                wake = self._next_wake()
-                if wake is None:
+                next_wake = self._next_wake()
+                if next_wake is None:
                     break
-                self._wait_until(wake, "waiting for a job's time window or start time")
+                self._wait_until(*next_wake)
                 last_poll = 0.0
         # Hand back what we had buffered but not started.
         self.store.unclaim(t.id for _, t in buffered)
@@ -263,17 +263,18 @@ class Runner:
             self._stop.wait(min(left, 1.0))
         self.listener.waiting(None, "")
 
-    def _next_wake(self) -> datetime | None:
-        """The next moment a waiting job can run, or None when the queue has nothing left for us."""
-        best: datetime | None = None
+    def _next_wake(self) -> tuple[datetime, str] | None:
+        """The next moment a waiting job can run and what it waits for, or None when the queue has
+        nothing left for us."""
+        best: tuple[datetime, str] | None = None
         now = now_local()
         for job in self._candidates():
-            when = self._job_ready_at(job, now)
-            if when is not None and (best is None or when < best):
-                best = when
+            wait = self._job_wait(job, now)
+            if wait is not None and (best is None or wait[0] < best[0]):
+                best = wait
         if best is not None and self.config.window is not None:
             closes = self.config.window.closes_at(now)
-            if closes is not None and best >= closes:
+            if closes is not None and best[0] >= closes:
                 return None  # nothing can start before our own window ends
         return best
 
@@ -293,21 +294,33 @@ class Runner:
 
     def _job_ready_at(self, job: Job, now: datetime) -> datetime | None:
         """When ``job`` may run: now, later (window/start time/retry backoff), or None if never."""
-        ready = now
+        wait = self._job_wait(job, now)
+        return None if wait is None else wait[0]
+
+    def _job_wait(self, job: Job, now: datetime) -> tuple[datetime, str] | None:
+        """When ``job`` may run and, if later than now, what it waits for (said while the run
+        waits): the server (a job that could not start or be walked, or files retrying a
+        transient failure; ``ready`` is then the next try), its start time or its time window."""
+        ready, why = now, ""
         waiting = self._waiting.get(job.id)
         if waiting is not None and waiting.not_before > time.time():
-            ready = max(ready, datetime.fromtimestamp(waiting.not_before).astimezone())
-        if job.options.start_at:
-            ready = max(ready, datetime.fromtimestamp(job.options.start_at).astimezone())
+            ready = datetime.fromtimestamp(waiting.not_before).astimezone()
+            why = f"waiting for the server: job {job.id} {job.message or 'could not reach it'}"
+        if job.options.start_at and job.options.start_at > ready.timestamp():
+            ready = datetime.fromtimestamp(job.options.start_at).astimezone()
+            why = f"waiting for job {job.id}'s start time"
         if job.options.window:
-            ready = parse_window(job.options.window).next_open(ready)
+            opens = parse_window(job.options.window).next_open(ready)
+            if opens > ready:
+                ready, why = opens, f"waiting for job {job.id}'s time window {job.options.window}"
         if job.planned:
             retry = self.store.next_retry_time([job.id])
             if retry is None and not self.store.open_task_count(job.id):
-                return now  # only finishing left to do
-            if retry is not None and retry > time.time():
-                ready = max(ready, datetime.fromtimestamp(retry).astimezone())
-        return ready
+                return now, ""  # only finishing left to do
+            if retry is not None and retry > max(time.time(), ready.timestamp()):
+                ready = datetime.fromtimestamp(retry).astimezone()
+                why = f"waiting for the server: job {job.id}'s files are tried again after a transient failure"
+        return ready, why
 
     def _admit_jobs(self) -> None:
         now = now_local()
@@ -641,7 +654,7 @@ class Runner:
                     except FerryError:
                         pass
         counts = self.store.counts(job_id)
-        failed = counts.count("failed") + _failed_non_files(self.store, job_id)
+        failed = _failed_items(self.store, job_id, counts.count("failed"))
         moved = _move_note(self.store, run)
         if failed:
             kinds = self.store.outcome_counts(job_id).failed
@@ -649,7 +662,7 @@ class Runner:
             self._release(
                 run,
                 "failed",
-                f"{failed} item(s) failed; 'ferry queue retry {job_id}' tries them again" + moved,
+                f"{failed} failed; 'ferry queue retry {job_id}' tries them again" + moved,
                 error_kind=kind,
                 error_action=action_for_kind(kind),
             )
@@ -993,8 +1006,19 @@ def _move_note(store: Store, run: _JobRun) -> str:
     return f"; {p.describe()}" if p is not None and p.finished else ""
 
 
-def _failed_non_files(store: Store, job_id: int) -> int:
-    return sum(1 for t in store.tasks(job_id, states=("failed",)) if t.kind != "file")
+def _failed_items(store: Store, job_id: int, files: int) -> str:
+    """What failed, files and folders (and links) said apart, as the summary counts files:
+    ``2 file(s) and 1 folder(s)``; empty when nothing failed."""
+    others: dict[str, int] = {}
+    for t in store.tasks(job_id, states=("failed",)):
+        if t.kind != "file":
+            others[t.kind] = others.get(t.kind, 0) + 1
+    parts = [f"{files:,} file(s)"] if files else []
+    parts += [f"{n:,} {_KIND_WORDS.get(kind, kind)}(s)" for kind, n in sorted(others.items())]
+    return " and ".join(parts)
+
+
+_KIND_WORDS = {"dir": "folder", "link": "link"}
 
 
 def default_parallel() -> int:
