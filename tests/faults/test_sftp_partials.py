@@ -105,6 +105,32 @@ def test_cancel_during_a_live_queue_run_removes_the_partial_on_rclone_serve_sftp
     _cancel_mid_flight(ferry, "rc:/", root, tmp_path / "src", 1)
 
 
+def test_cancel_again_cleans_up_after_a_runner_killed_before_its_cleanup(sftp_site: SftpSite, tmp_path: Path) -> None:
+    """The cancel reaches a live runner (so the cancel leaves the cleanup to it), and the runner is
+    killed before it acts: the job is cancelled, its file still 'running' with its partial on the
+    server. Cancelling it again does the cleanup (before: "already cancelled", the partial stayed,
+    and after 'ferry queue clear' nothing recorded it)."""
+    site, ferry = sftp_site, sftp_site.ferry
+    write_random(tmp_path / "big.bin", 24 * MiB)
+    ferry.ok("queue", "add", tmp_path / "big.bin", site.url())
+    proc = ferry.popen("queue", "run", "--bwlimit", "4M")
+    try:
+        wait_until(lambda: any(p.stat().st_size >= 2 * MiB for p in partials(site.remote)), 60, 0.05, "a partial")
+        proc.send_signal(signal.SIGSTOP)  # alive (its pid and heartbeat say so) but acting on nothing
+        res = ferry("queue", "cancel", "1")
+        assert res.returncode == 0 and "Cancelled job 1" in res.stdout, describe(res)
+    finally:
+        stop(proc, signal.SIGKILL)
+    assert ferry.job(1)["state"] == "cancelled"
+    assert partials(site.remote) != []  # the runner never did its cleanup
+    res = ferry("queue", "cancel", "1")
+    assert res.returncode == 0 and "Cancelled job 1" in res.stdout, describe(res)
+    assert partials(site.remote) == [] and not (site.remote / "big.bin").exists()
+    res = ferry("queue", "cancel", "1")  # nothing left to do: said so, as for any cancelled job
+    assert res.returncode == 1 and "already cancelled" in res.stderr, describe(res)
+    ferry.ok("queue", "clear", "1")
+
+
 @pytest.mark.skipif(not SETPRIV, reason="setpriv (util-linux) is needed to drop root's read-anything capability")
 def test_an_unreadable_source_leaves_no_empty_sftp_partial(sftp_site: SftpSite, tmp_path: Path) -> None:
     _unreadable_source(sftp_site.ferry, sftp_site.url(), sftp_site.remote, tmp_path / "src")

@@ -87,17 +87,33 @@ def cancel(store: Store, job_ids: Sequence[int], pool: BackendPool | None = None
     runner holds has its partial files removed, and its unfinished S3 uploads aborted, here."""
     out = []
     for job in _jobs(store, job_ids):
+        if job.state == JobState.CANCELLED and not job.runner_alive and _left_unfinished(store, job):
+            # Cancelled while running, and its runner ended (killed) before its cleanup: that is
+            # done here, or its partial files would stay for good once the job is cleared.
+            out.append(Change(job.id, True, job.state, problem=_finish_cancel(store, job, pool)))
+            continue
         if job.state not in CANCELLABLE:
             out.append(Change(job.id, False, job.state))
             continue
         running = job.state == "running" and job.runner_alive
         store.set_job_state(job.id, "cancelled", CANCELLED)
-        problem = ""
-        if not running:  # no runner will clean up after it
-            problem = _remove_partials(store, job, pool)
-            store.cancel_open_tasks(job.id)
+        problem = _finish_cancel(store, job, pool) if not running else ""  # no runner will clean up after it
         out.append(Change(job.id, True, job.state, running, problem=problem))
     return out
+
+
+def _left_unfinished(store: Store, job: Job) -> bool:
+    """Whether a cancelled job still has files its runner was holding or had yet to start."""
+    return any(True for _ in store.tasks(job.id, states=("queued", "running"), kinds=("file",)))
+
+
+def _finish_cancel(store: Store, job: Job, pool: BackendPool | None) -> str:
+    """A cancel's cleanup that no runner did: partial files removed, unfinished files cancelled."""
+    problem = _remove_partials(store, job, pool)
+    if not job.runner_alive:  # files a killed runner held: cancelled too, not left 'running'
+        store.unclaim(t.id for t in store.tasks(job.id, states=("running",)))
+    store.cancel_open_tasks(job.id)
+    return problem
 
 
 def _remove_partials(store: Store, job: Job, pool: BackendPool | None) -> str:
@@ -140,9 +156,7 @@ def retry(store: Store, job_ids: Sequence[int], on_conflict: str | None = None) 
     return out
 
 
-def apply(
-    store: Store, action: QueueAction, job_ids: Sequence[int], pool: BackendPool | None = None
-) -> list[Change]:
+def apply(store: Store, action: QueueAction, job_ids: Sequence[int], pool: BackendPool | None = None) -> list[Change]:
     """One of the per-job actions by its value (the window's buttons, scripts)."""
     if action is QueueAction.PAUSE:
         return pause(store, job_ids)
