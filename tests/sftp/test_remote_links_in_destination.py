@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from ferry.backends.base import temp_name
 from ferry.core.outcomes import SkipReason
 from ferry.transfers.store import Task
 from helpers import describe, file_events, partials
+from sftp.conformance_site import sftp_backend
 from sftp.test_cli_sftp import ferry_as, url, user_home
 from sshd import SshServer
 from test_hostile_trees import queue_tasks, tree_state
@@ -142,3 +144,78 @@ def test_mv_keeps_the_source_whose_copy_was_skipped_at_a_remote_link(
     assert (dst / "d" / "top.txt").read_bytes() == b"top\n" and not (src / "top.txt").exists()
     assert (src / "link" / "new.txt").read_bytes() == b"new\n"
     assert (src / "link" / "sub" / "deep.txt").read_bytes() == b"deep from the source\n"
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_remote_link_in_place_of_a_file_is_replaced_itself_never_its_target(
+    sshd: SshServer, tmp_path: Path, outside: Path, policy: str
+) -> None:
+    ferry = ferry_as(tmp_path, user_home(sshd, tmp_path))
+    dst = sshd.mkdir("dst-")
+    (dst / "src").mkdir()
+    os.symlink(outside / "f.txt", dst / "src" / "f.txt")
+    os.utime(dst / "src" / "f.txt", (1e9, 1e9), follow_symlinks=False)
+    sshd.chown(dst)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "f.txt").write_bytes(b"from the source, longer than what is outside the destination\n")
+    args = ["--on-conflict", policy] if policy != "ask" else []
+    res = ferry("cp", "-r", "--json", *args, src, url(sshd, f"{dst}/"))
+    task = queue_tasks(ferry)["src/f.txt"]
+    link = dst / "src" / "f.txt"
+    if policy in REPLACING:
+        assert res.returncode == 0, describe(res)
+        assert not link.is_symlink() and link.read_bytes() == (src / "f.txt").read_bytes()
+    elif policy == "rename":  # the copy goes beside it
+        assert res.returncode == 0, describe(res)
+        assert os.readlink(link) == str(outside / "f.txt") and task.state == "done"
+    else:
+        assert os.readlink(link) == str(outside / "f.txt")
+        assert res.returncode == (1 if policy == "ask" else 0), describe(res)
+        assert task.state == ("failed" if policy == "ask" else "skipped"), task
+    assert partials(dst) == [] and partials(outside) == []
+
+
+def test_a_link_planted_at_a_partial_name_is_never_written_through(
+    sshd: SshServer, tmp_path: Path, outside: Path
+) -> None:
+    """A partial file's name is predictable (``.NAME.TASK.ferry-part``): it is created with
+    CREAT|EXCL, so a link standing there is removed (REMOVE never follows), not opened."""
+    ferry = ferry_as(tmp_path, user_home(sshd, tmp_path))
+    dst = sshd.mkdir("dst-")
+    (dst / "src").mkdir()
+    for name in ("small.txt", "big.bin"):
+        for task in range(1, 6):
+            os.symlink(outside / "f.txt", dst / "src" / f".{name}.{task}.ferry-part")
+    sshd.chown(dst)
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "small.txt").write_bytes(b"small\n")  # the small-file writer
+    (src / "big.bin").write_bytes(os.urandom(300_000))  # the streaming writer
+    res = ferry("cp", "-r", src, url(sshd, f"{dst}/"))
+    assert res.returncode == 0, describe(res)
+    for name in ("small.txt", "big.bin"):
+        landed = dst / "src" / name
+        assert not landed.is_symlink() and landed.read_bytes() == (src / name).read_bytes()
+
+
+def test_a_resumed_partial_that_is_a_link_is_replaced_not_followed(
+    sshd: SshServer, tmp_path: Path, outside: Path
+) -> None:
+    """Resuming opens the partial as it stands (no EXCL): the confined view removes a link at
+    its name first, and the file is written anew beside the link's old place."""
+    b = sftp_backend(sshd, sshd.ssh_config(tmp_path / "ssh_config", "resumelink"), "resumelink")
+    dst = sshd.mkdir("dst-")
+    (dst / "d").mkdir()
+    partial = dst / "d" / temp_name("f.txt", "7")
+    os.symlink(outside / "f.txt", partial)
+    sshd.chown(dst)
+    view = b.confined([str(dst)])
+    data = os.urandom(300_000)  # above the small-file writer, which never resumes
+    w = view.open_write(f"{dst}/d/f.txt", size=len(data), token="7", resume=True)
+    assert w.offset == 0
+    w.write(data)
+    w.finish()
+    w.commit(overwrite=False)
+    assert (dst / "d" / "f.txt").read_bytes() == data and not (dst / "d" / "f.txt").is_symlink()
+    assert not partial.exists() and not partial.is_symlink()

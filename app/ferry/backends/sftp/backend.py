@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Reader
+from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Reader, temp_name
 from ferry.backends.sftp.errors import is_failure, map_error, refused_write
 from ferry.backends.sftp.host import host_for
 from ferry.backends.sftp.protocol import entry_of, from_wire, listdir, wire
@@ -416,7 +416,17 @@ class ConfinedSFTP(SFTPBackend):
     def open_write(
         self, path: str, *, size: int | None, token: str, resume: bool = False, readback: str | None = None
     ) -> SFTPWriter:
-        self._check(self._abs(path))
+        path = self._abs(path)
+        self._check(path)
+        if resume and self._folders(path):
+            # A resumed partial is opened as it stands (a new one with CREAT|EXCL): a link at
+            # its name is removed first (REMOVE never follows), and the file written anew.
+            folder, name = posixpath.split(path)
+            partial = posixpath.join(folder, temp_name(name, token))
+            with self._host.pool.sftp() as c:
+                attr = _lstat_or_none(c, partial)
+                if attr is not None and stat_mod.S_ISLNK(attr.st_mode or 0):
+                    c.remove(wire(partial))
         return super().open_write(path, size=size, token=token, resume=resume, readback=readback)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:

@@ -53,6 +53,22 @@ from ferry.core.hashing import new_hasher
 from ferry.core.outcomes import Evidence
 
 log = logging.getLogger("ferry.sftp")
+_FLAG_EXCL = 0x20  # SSH_FXF_EXCL: a new partial file never opens through a link at its name
+
+
+def _open_new(client: Any, path: bytes, flags: int) -> tuple[int, Any]:
+    """OPEN a new partial file with CREAT|EXCL (O_TRUNC would write where a link standing at the
+    name points). Something already there (an earlier try of this task, or a link) is REMOVEd,
+    which never follows a link, and the OPEN sent once more."""
+    flags = (flags & ~adapter.FLAG_TRUNC) | adapter.FLAG_CREATE | _FLAG_EXCL
+    try:
+        return adapter.request(client, adapter.CMD_OPEN, path, flags, adapter.no_attributes())
+    except adapter.StatusError:
+        try:
+            client.remove(path)
+        except OSError:
+            pass  # nothing to remove: the OPEN's own answer below says what is wrong
+    return adapter.request(client, adapter.CMD_OPEN, path, flags, adapter.no_attributes())
 
 
 class WriterOwner(OnHost, Protocol):
@@ -270,7 +286,10 @@ class SFTPWriter(Writer):
         path = wire(self.temp_path)
         flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | (adapter.FLAG_READ if readable or resume else 0)
         if not resume:
-            flags |= adapter.FLAG_TRUNC
+            t, msg = _open_new(client, path, flags)
+            if t != adapter.CMD_HANDLE:
+                raise OSError(errno.EIO, "Expected a file handle")
+            return adapter.file_on(client, msg.get_binary(), "r+b" if readable else "wb", 1 << 20)
         n_open = adapter.send(client, adapter.CMD_OPEN, path, flags, adapter.no_attributes())
         n_stat = adapter.send(client, adapter.CMD_STAT, path) if resume else None
         failure: BaseException | None = None
@@ -698,9 +717,7 @@ class SmallFileWriter(SFTPWriter):
         flags = adapter.FLAG_WRITE | adapter.FLAG_CREATE | adapter.FLAG_TRUNC
         flags |= adapter.FLAG_READ if self._read_on_handle else 0
         try:
-            t, msg = adapter.request(
-                self._client, adapter.CMD_OPEN, wire(self.temp_path), flags, adapter.no_attributes()
-            )
+            t, msg = _open_new(self._client, wire(self.temp_path), flags)
             if t != adapter.CMD_HANDLE:
                 raise OSError(f"Expected a file handle for {self.temp_path}")
             self._handle: bytes = msg.get_binary()
