@@ -93,3 +93,17 @@ def test_the_job_line_counts_files_and_folders_apart(ferry: Ferry, tmp_path: Pat
     assert res.returncode == 1, describe(res)
     assert "1 file(s) and 1 folder(s) failed" in res.stderr, describe(res)
     assert "item(s)" not in res.stderr
+
+
+def test_queue_run_says_and_counts_mapped_names_too(moto: S3Server, tmp_path: Path) -> None:
+    ferry = s3_ferry(moto, tmp_path)
+    bucket = put_keys(moto)
+    ferry.ok("queue", "add", "-r", f"s3://{bucket}/hx", tmp_path / "dst")
+    res = ferry("queue", "run")
+    assert res.returncode == 0, describe(res)
+    assert sum(line.startswith("copied, name mapped: ") for line in res.stderr.splitlines()) == 2, describe(res)
+    assert "2 file(s) copied under a name mapped for the destination" in res.stderr, describe(res)
+    ferry.ok("queue", "add", "-r", f"s3://{bucket}/hx", tmp_path / "dst2")
+    res = ferry("queue", "run", "--json")
+    assert res.returncode == 0, describe(res)
+    assert result_event(res.stdout)["names_mapped"] == 2

@@ -508,15 +508,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "failed_before": [j.id for j in earlier],
                 "stopped": summary.stopped,
                 "exit_code": code,
+                "names_mapped": listener.names_mapped,
                 **tc.snapshot_dict(snap),
             }
         )
         return code
-    _say_run(store, states, summary.stopped, earlier)
+    _say_run(store, states, summary.stopped, earlier, listener.names_mapped)
     return code
 
 
-def _say_run(store: Store, states: dict[int, str], stopped: str, earlier: list[Job]) -> None:
+def _say_run(store: Store, states: dict[int, str], stopped: str, earlier: list[Job], names_mapped: int = 0) -> None:
     """What a run did, in words on standard error, and the failed jobs it left alone."""
     for job in earlier:
         sys.stderr.write(
@@ -537,7 +538,10 @@ def _say_run(store: Store, states: dict[int, str], stopped: str, earlier: list[J
             total.add(counts)
             said = (tc.conflict_line(counts, job_id), tc.move_line(store, job_id))
             notes += [f"job {job_id}: {x}" for x in said if x]
-        sys.stderr.write("\n".join([f"{describe_counts(total)}; {line}{why}", *notes]) + "\n")
+        mapped = tc.names_mapped_line(names_mapped)
+        sys.stderr.write(
+            "\n".join([f"{describe_counts(total)}; {line}{why}", *notes, *([mapped] if mapped else [])]) + "\n"
+        )
 
 
 def _failed_before(store: Store, only: list[int], ran: dict[int, str]) -> list[Job]:
