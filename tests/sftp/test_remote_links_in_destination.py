@@ -10,6 +10,7 @@ exactly as it was."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -219,3 +220,26 @@ def test_a_resumed_partial_that_is_a_link_is_replaced_not_followed(
     w.commit(overwrite=False)
     assert (dst / "d" / "f.txt").read_bytes() == data and not (dst / "d" / "f.txt").is_symlink()
     assert not partial.exists() and not partial.is_symlink()
+
+
+@pytest.mark.parametrize("slash", ["/", ""])
+def test_a_remote_destination_the_user_named_that_is_a_link_is_followed(
+    sshd: SshServer, tmp_path: Path, slash: str
+) -> None:
+    """Links at or above the root are the user's choice, as locally: ``sftp://host/scratch``
+    with ``scratch -> real`` (relative and absolute targets) copies into ``real``."""
+    ferry = ferry_as(tmp_path, user_home(sshd, tmp_path))
+    base = sshd.mkdir("named-")
+    (base / "real").mkdir()
+    os.symlink("real", base / "scratch")  # relative
+    os.symlink(base / "scratch", base / "hop")  # absolute, through a second link
+    sshd.chown(base)
+    src = tmp_path / "src"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "a.txt").write_bytes(b"a\n")
+    for named in ("scratch", "hop"):
+        res = ferry("cp", "-r", "--on-conflict", "overwrite", src, url(sshd, f"{base}/{named}{slash}"))
+        assert res.returncode == 0, describe(res)
+        assert (base / "real" / "src" / "sub" / "a.txt").read_bytes() == b"a\n"
+        assert os.readlink(base / "scratch") == "real" and (base / "hop").is_symlink()
+        shutil.rmtree(base / "real" / "src")

@@ -290,11 +290,23 @@ def _check_destination(dst_backend: Backend, dest: Address, n_sources: int) -> t
 
 
 def _followed(backend: Backend, entry: Entry, local: bool) -> Entry:
-    """A local link to a folder, at or above where the sources land, is that folder: the user's
-    own path (``/scratch -> /lustre/scratch``), followed."""
+    """A link to a folder, at or above where the sources land, is that folder: the user's own
+    path (``/scratch -> /lustre/scratch``), followed. Remote links (SFTP) are followed by their
+    targets, a few hops at most; one that leads nowhere stays the link."""
     if entry.kind is Kind.LINK and local and os.path.isdir(entry.path):
         return backend.stat(os.path.realpath(entry.path))
-    return entry
+    found = entry
+    for _hop in range(8):
+        if local or found.kind is not Kind.LINK or not found.link_target:
+            break
+        target = found.link_target
+        if not target.startswith("/"):
+            target = backend.join(backend.split(found.path)[0], target)
+        try:
+            found = backend.stat(target)
+        except FerryError:
+            return entry
+    return found if found.is_dir else entry
 
 
 def check_writable(backend: Backend, folder: str) -> None:
