@@ -243,3 +243,19 @@ def test_a_remote_destination_the_user_named_that_is_a_link_is_followed(
         assert (base / "real" / "src" / "sub" / "a.txt").read_bytes() == b"a\n"
         assert os.readlink(base / "scratch") == "real" and (base / "hop").is_symlink()
         shutil.rmtree(base / "real" / "src")
+
+
+def test_a_fresh_nested_destination_is_made_below_a_named_link(sshd: SshServer, tmp_path: Path) -> None:
+    """The root the user named may not exist yet (made as the backend makes it, links above it
+    followed); below it every folder is made real."""
+    ferry = ferry_as(tmp_path, user_home(sshd, tmp_path))
+    base = sshd.mkdir("fresh-")
+    (base / "real").mkdir()
+    os.symlink(base / "real", base / "scratch")
+    sshd.chown(base)
+    src = tmp_path / "src"
+    (src / "a" / "b").mkdir(parents=True)
+    (src / "a" / "b" / "c.txt").write_bytes(b"c\n")
+    res = ferry("cp", "-r", src, url(sshd, f"{base}/scratch/new/deeper/"))
+    assert res.returncode == 0, describe(res)
+    assert (base / "real" / "new" / "deeper" / "src" / "a" / "b" / "c.txt").read_bytes() == b"c\n"

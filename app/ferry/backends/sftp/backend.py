@@ -350,6 +350,7 @@ class ConfinedSFTP(SFTPBackend):
         self.roots = tuple(sorted(norm, key=len, reverse=True))  # the innermost root first
         self._prefixes = tuple((r, r if not r or r.endswith("/") else r + "/") for r in self.roots)
         self._real: set[str] = set()  # folders below a root seen real (not links) by this job
+        self._roots_made: set[str] = set()  # roots made (or found) by mkdir for this job
         self._lock = threading.Lock()
 
     def _below(self, path: str) -> tuple[str, list[str]] | None:
@@ -430,28 +431,82 @@ class ConfinedSFTP(SFTPBackend):
         return super().open_write(path, size=size, token=token, resume=resume, readback=readback)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
+        """Each folder below the root made or found without following a link: those above
+        ``path`` LSTATed (usually there), ``path`` itself and anything below a missing one
+        MKDIRed at once (usually new: one round trip), LSTATed only if that fails."""
         path = self._abs(path)
-        folders = self._folders(path, including=True)
-        if not folders:
+        found = self._below(path)
+        if found is None:
             return super().mkdir(path, parents=parents, exist_ok=exist_ok)
+        folders = [f for f in self._folders(path, including=True) if f not in self._real]
+        if not folders and not exist_ok:
+            raise AlreadyExists(f"Already exists: {self.display(path)}")
+        root = found[0]
+        if folders and posixpath.dirname(folders[0]) == root and parents and root not in self._roots_made:
+            # The root is the user's own path (links followed): made as the backend makes it,
+            # once per job (a fresh destination, "sftp://host/new/").
+            super().mkdir(root or ".", parents=True, exist_ok=True)
+            with self._lock:
+                self._roots_made.add(root)
         try:
-            self._check(path)
             with self._host.pool.sftp() as c:
-                attr = _lstat_or_none(c, path)
-            if attr is not None and stat_mod.S_ISLNK(attr.st_mode or 0):
-                raise _link_in_the_way(self.display(path), path)
-            if attr is not None and stat_mod.S_ISDIR(attr.st_mode or 0) and exist_ok:
-                with self._lock:
-                    self._real.add(path)
-                return None
-            super().mkdir(path, parents=parents, exist_ok=exist_ok)
-            # Made here, or made meanwhile: what stands there now must be a real folder.
-            self._check(path, including=True)
+                self._make_all(c, path, folders, parents, exist_ok)
         except FerryError:
             raise
         except Exception as exc:
             raise map_error(exc, self.display(path)) from exc
         return None
+
+    def _make_all(self, c: Any, path: str, folders: Sequence[str], parents: bool, exist_ok: bool) -> None:
+        missing = False
+        for folder in folders:
+            last = folder == path
+            if missing or last:
+                if not (parents or last):
+                    raise NotFound(f"No such file or folder: {self.display(folder)}")
+                self._make(c, folder, exist_ok or not last)
+                continue
+            attr = _lstat_or_none(c, folder)
+            missing = attr is None
+            if missing:
+                if not parents:
+                    raise NotFound(f"No such file or folder: {self.display(folder)}")
+                self._make(c, folder, True)
+            else:
+                self._found(folder, attr, True)
+
+    def _make(self, c: Any, folder: str, exist_ok: bool) -> None:
+        """MKDIR ``folder``; if that fails, what stands there must be a real folder."""
+        names = self._host.names
+        self._host.known_dirs.discard(folder)
+        names.touch(folder)
+        try:
+            c.mkdir(wire(folder))
+        except OSError as exc:
+            attr = _lstat_or_none(c, folder)
+            if attr is None:
+                parent = posixpath.dirname(folder)
+                refused = is_failure(exc) and refused_write(c, exc, parent, self.display(folder))
+                raise (refused or map_error(exc, self.display(folder))) from exc
+            self._found(folder, attr, exist_ok)
+            return
+        names.created_folder(folder)  # empty but for what Ferry writes into it
+        self._host.remember_dir(folder)
+        with self._lock:
+            self._real.add(folder)
+
+    def _found(self, folder: str, attr: Any, exist_ok: bool) -> None:
+        """What LSTAT found at ``folder``, where a folder must be."""
+        mode = attr.st_mode or 0
+        if stat_mod.S_ISLNK(mode):
+            raise _link_in_the_way(self.display(folder), folder)
+        if not stat_mod.S_ISDIR(mode):
+            raise AlreadyExists(f"A file is in the way of folder {self.display(folder)}")
+        if not exist_ok:
+            raise AlreadyExists(f"Already exists: {self.display(folder)}")
+        self._host.remember_dir(folder)
+        with self._lock:
+            self._real.add(folder)
 
     def remove(self, path: str, *, recursive: bool = False) -> None:
         path = self._abs(path)
