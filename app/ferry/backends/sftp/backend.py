@@ -419,15 +419,21 @@ class ConfinedSFTP(SFTPBackend):
     ) -> SFTPWriter:
         path = self._abs(path)
         self._check(path)
-        if resume and self._folders(path):
+        folder, name = posixpath.split(path)
+        partial = posixpath.join(folder, temp_name(name, token))
+        if resume and not is_small(size) and self._folders(path) and not self._host.names.absent(partial):
             # A resumed partial is opened as it stands (a new one with CREAT|EXCL): a link at
-            # its name is removed first (REMOVE never follows), and the file written anew.
-            folder, name = posixpath.split(path)
-            partial = posixpath.join(folder, temp_name(name, token))
-            with self._host.pool.sftp() as c:
-                attr = _lstat_or_none(c, partial)
-                if attr is not None and stat_mod.S_ISLNK(attr.st_mode or 0):
-                    c.remove(wire(partial))
+            # its name is removed first (REMOVE never follows), and the file written anew. One
+            # LSTAT per file that may resume, none in a folder this job has just made.
+            try:
+                with self._host.pool.sftp() as c:
+                    attr = _lstat_or_none(c, partial)
+                    if attr is not None and stat_mod.S_ISLNK(attr.st_mode or 0):
+                        c.remove(wire(partial))
+            except FerryError:
+                raise
+            except Exception as exc:  # a dropped connection is Transient: the task is retried
+                raise map_error(exc, self.display(path)) from exc
         return super().open_write(path, size=size, token=token, resume=resume, readback=readback)
 
     def mkdir(self, path: str, *, parents: bool = True, exist_ok: bool = True) -> None:
