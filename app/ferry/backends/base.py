@@ -523,8 +523,9 @@ class Backend(ABC):
 
     def confined(self, roots: Sequence[str]) -> Backend:
         """This backend as one job writes through it, ``roots`` being the job's destination
-        folders. Where a path can lead through links (local disks), a view that never writes,
-        creates, renames or deletes through a link below a root; elsewhere the backend itself."""
+        folders. Where a path can lead through links (local disks, SFTP hosts), a view that never
+        writes, creates, renames or deletes through a link below a root; elsewhere (S3, Globus,
+        memory) the backend itself."""
         return self
 
     def exists(self, path: str) -> bool:
