@@ -107,27 +107,21 @@ def run(args: argparse.Namespace) -> int:
             plan = sync.plan_sync(pool, src, dst, by=By(args.by), delete=args.delete, record_actions=True)
             _check(args, plan, backup)
             return _dry_run(plan, args.json)
-        sync.sides(pool, src, dst)  # bad input exits 2 before the job exists
         store = Store()
         try:
             # The copies go into the job as the comparison finds them (held paused meanwhile), so
             # a first sync of a million files never holds a million tasks; a refusal removes it.
-            new = sync.new_sync_job(store, src, dst, sync.sync_root(pool, src, dst), options)
-            try:
-                plan = sync.plan_sync(
-                    pool, src, dst, by=By(args.by), delete=args.delete, sink=sync.task_sink(store, new)
-                )
-                _check(args, plan, backup)
-            except BaseException:
-                store.delete_jobs([new])
-                raise
-            job_id: int | None = new
-            if plan.tasks_total:
-                info = {"delete": args.delete, "backup_dir": backup.path if backup else None}
-                sync.start_sync_job(store, new, {**info, "deletions": plan.delete_files})
-            else:
-                store.delete_jobs([new])  # nothing to copy: no job
-                job_id = None
+            plan, job_id = sync.queue_sync(
+                pool,
+                store,
+                src,
+                dst,
+                by=By(args.by),
+                options=options,
+                delete=args.delete,
+                info={"backup_dir": backup.path if backup else None},
+                check=lambda p: _check(args, p, backup),
+            )
             return _run(args, pool, store, plan, job_id, options, backup.path if backup else None)
         finally:
             store.close()

@@ -328,6 +328,39 @@ def start_sync_job(store: Store, job_id: int, info: dict[str, object]) -> None:
     store.set_job_state(job_id, "running", runner=runner_id(), heartbeat=time.time())
 
 
+def queue_sync(
+    pool: BackendPool,
+    store: Store,
+    src: Address,
+    dst: Address,
+    *,
+    by: By,
+    options: JobOptions,
+    delete: bool = False,
+    info: dict[str, object] | None = None,
+    check: Callable[[SyncPlan], None] | None = None,
+    cancel: CancelToken | None = None,
+) -> tuple[SyncPlan, int | None]:
+    """The one path from a sync request to its job, for ``ferry sync`` and the window: the request
+    is checked (UsageError, no job), the job is made paused, the comparison adds its copies as it
+    finds them, ``check`` may refuse the whole plan (the job is removed), and a plan with copies
+    is started as this process's job. (plan, job id), or (plan, None) when nothing is to copy."""
+    sides(pool, src, dst)  # bad input before the job exists
+    new = new_sync_job(store, src, dst, sync_root(pool, src, dst), options)
+    try:
+        plan = plan_sync(pool, src, dst, by=by, delete=delete, cancel=cancel, sink=task_sink(store, new))
+        if check is not None:
+            check(plan)
+    except BaseException:
+        store.delete_jobs([new])
+        raise
+    if not plan.tasks_total:
+        store.delete_jobs([new])  # nothing to copy: no job
+        return plan, None
+    start_sync_job(store, new, {**(info or {}), "delete": delete, "deletions": plan.delete_files})
+    return plan, new
+
+
 def deletion_refusal(store: Store, job_id: int, options: JobOptions) -> str | None:
     """Why the deletions may not go ahead (a copy not done, or checked less than asked), or None."""
     job = store.job(job_id)

@@ -94,6 +94,12 @@ MENUS: tuple[tuple[str, tuple[Command | None, ...]], ...] = (
             Command("pause_all", "Pause all", "Ctrl+Shift+P", "Pause every job"),
             Command("resume_all", "Resume all", "Ctrl+Shift+R", "Resume every paused job"),
             Command("clear", "Clear finished", "Ctrl+Shift+K", "Remove done and cancelled jobs"),
+            Command(
+                "compare",
+                "Compare panes…",
+                "Ctrl+Shift+C",
+                "Compare the two panes' folders (only here, only there, different, same) and synchronise",
+            ),
         ),
     ),
     (

@@ -45,6 +45,7 @@ from ferry.credentials import prompts
 from ferry.transfers.watch import WatchSpec
 from ferry.ui.actions import THEME_MODES, build_actions, shortcut_lines
 from ferry.ui.bridge import Bridge, background_priority
+from ferry.ui.compare_view import open_compare
 from ferry.ui.dialogs.conflict import ConflictAsker
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
 from ferry.ui.dialogs.prompts import QtPrompter
@@ -275,6 +276,7 @@ class MainWindow(QMainWindow):
             "pause_all": lambda: jobs.queue_action("pause", all_jobs()),
             "resume_all": lambda: jobs.queue_action("resume", all_jobs()),
             "clear": jobs.clear_finished,
+            "compare": lambda: open_compare(self, self),
             **{f"theme_{mode}": partial(self.set_theme, mode) for mode in THEME_MODES},
             "shortcuts": self.show_shortcuts,
         }
