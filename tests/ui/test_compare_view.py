@@ -168,3 +168,52 @@ def test_stop_cancels_the_comparison(qtbot, window, tmp_path: Path) -> None:  # 
     qtbot.wait(500)
     assert view.model.rowCount() == 0  # what the stopped comparison still sends is dropped
     assert view.stop_btn.isEnabled() is False
+
+
+def _sync_with_delete(qtbot, window, left: Path, right: Path) -> tuple[CompareView, int]:  # type: ignore[no-untyped-def]
+    view = _open(qtbot, window, left, right)
+    view.sync_right.click()
+    qtbot.waitUntil(lambda: view.preview is not None and view.preview.isVisible(), timeout=30_000)
+    dlg = view.preview
+    assert dlg is not None
+    assert not dlg.delete.isChecked()  # deleting is asked for, never the default
+    dlg.delete.setChecked(True)
+    dlg.start.click()
+    qtbot.waitUntil(lambda: len(_jobs()) == 1, timeout=30_000)
+    return view, _jobs()[0]
+
+
+def test_sync_deletes_only_after_every_copy_verified(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    left, right = _trees(tmp_path)
+    view = _open(qtbot, window, left, right)
+    view.sync_right.click()
+    qtbot.waitUntil(lambda: view.preview is not None and view.preview.isVisible(), timeout=30_000)
+    assert view.preview is not None
+    view.preview.delete.setChecked(True)
+    assert "1 file(s) only in the destination will be deleted" in view.preview.summary.text()
+    assert "delete   only_right.txt" in view.preview.lines.toPlainText()
+    view.preview.reject()
+    view.preview = None
+    view, job_id = _sync_with_delete(qtbot, window, left, right)
+    assert wait_job(qtbot, job_id) == "done"
+    qtbot.waitUntil(lambda: view.last_deleted is not None, timeout=30_000)
+    assert view.last_deleted is not None
+    refusal, done = view.last_deleted
+    assert refusal is None and done.deleted == 1 and not done.kept
+    assert not (right / "only_right.txt").exists()
+    assert (right / "only_left.txt").read_bytes() == b"L"
+
+
+def test_sync_deletes_nothing_when_a_copy_failed(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    left, right = _trees(tmp_path)
+    _file(left / "clash", b"a file here")  # a folder there: this copy fails
+    _file(right / "clash" / "inner.txt", b"in the folder")
+    view, job_id = _sync_with_delete(qtbot, window, left, right)
+    assert wait_job(qtbot, job_id, ("done", "failed")) == "failed"
+    qtbot.waitUntil(lambda: view.last_deleted is not None, timeout=30_000)
+    assert view.last_deleted is not None
+    refusal, done = view.last_deleted
+    assert refusal is not None and "nothing was deleted" in refusal and done.deleted == 0
+    assert (right / "only_right.txt").read_bytes() == b"R"
+    assert (right / "clash" / "inner.txt").exists()
+    assert (right / "only_left.txt").read_bytes() == b"L"  # the other copies were made

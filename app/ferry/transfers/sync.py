@@ -414,6 +414,20 @@ def apply_deletions(plan: SyncPlan, backup: str | None) -> Deleted:
     return out
 
 
+def finish_sync(
+    store: Store, job_id: int | None, plan: SyncPlan, options: JobOptions, backup: str | None = None
+) -> tuple[str | None, Deleted]:
+    """After a sync's job ended: its deletions, made only if the job ended done with every copy
+    verified (:func:`deletion_refusal`), else none. (why nothing was deleted or None, what was)."""
+    if job_id is not None:
+        refusal = deletion_refusal(store, job_id, options)
+        if refusal is not None:
+            return refusal, Deleted()
+    if not plan.deletions:
+        return None, Deleted()
+    return None, apply_deletions(plan, backup)
+
+
 def _unchanged(listed: Entry, now: Entry) -> bool:
     """Whether the entry found just before deleting is the one the comparison listed. S3 objects
     compare by ETag (the surest sign of the same object); other entries by kind, size and time."""

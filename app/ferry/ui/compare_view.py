@@ -19,7 +19,7 @@ import dataclasses
 import time
 from functools import partial
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt, QTimer
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QCheckBox,
@@ -37,10 +37,12 @@ from PySide6.QtWidgets import (
 
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import Cancelled, describe
+from ferry.core.errors import Cancelled, UsageError, describe
 from ferry.core.units import format_size
 from ferry.transfers.compare import By, Item, State, Totals, compare, open_side
-from ferry.transfers.sync import SyncPlan, plan_sync, queue_sync
+from ferry.transfers.options import JobOptions
+from ferry.transfers.store import JOB_FINISHED, Store
+from ferry.transfers.sync import Action, Deleted, SyncPlan, check_deletions, finish_sync, plan_sync, queue_sync
 from ferry.ui.dialogs.prompts import SafeDialog, safe_default
 from ferry.ui.host import WindowHost
 
@@ -163,19 +165,23 @@ class SyncPreviewDialog(SafeDialog):
         super().__init__(parent)
         self.setObjectName("syncPreview")
         self.setWindowTitle("Synchronise")
+        self.src, self.dst, self.plan = src, dst, plan
         lay = QVBoxLayout(self)
-        summary = QLabel(preview_text(src, dst, plan))
+        summary = QLabel()
         summary.setObjectName("syncSummary")
         summary.setTextFormat(Qt.TextFormat.PlainText)
         summary.setWordWrap(True)
         lay.addWidget(summary)
         self.summary = summary
-        lines = QPlainTextEdit("\n".join(f"{a.value:8} {rel}" for a, rel, _n in plan.actions[:PREVIEW_LINES]))
-        lines.setReadOnly(True)
-        lay.addWidget(lines)
+        self.delete = QCheckBox("Delete what the source no longer has (only after every copy verified)")
+        self.delete.setObjectName("syncDelete")
+        self.delete.toggled.connect(self._update)
+        lay.addWidget(self.delete)
+        self.lines = QPlainTextEdit()
+        self.lines.setReadOnly(True)
+        lay.addWidget(self.lines)
         box = QDialogButtonBox()
         self.start = QPushButton("Synchronise")
-        self.start.setEnabled(plan.tasks_total > 0)
         self.cancel = QPushButton("Cancel")
         box.addButton(self.start, QDialogButtonBox.ButtonRole.AcceptRole)
         box.addButton(self.cancel, QDialogButtonBox.ButtonRole.RejectRole)
@@ -184,16 +190,43 @@ class SyncPreviewDialog(SafeDialog):
         lay.addWidget(box)
         self._safe = self.cancel
         safe_default(self.cancel, self.start)  # Enter must not start copying
+        self._update()
+
+    def _update(self) -> None:
+        delete = self.delete.isChecked()
+        refusal = deletion_check(self.plan) if delete else None
+        self.summary.setText(preview_text(self.src, self.dst, self.plan, delete, refusal))
+        shown = [a for a in self.plan.actions if delete or a[0] is not Action.DELETE]
+        self.lines.setPlainText("\n".join(f"{a.value:8} {rel}" for a, rel, _n in shown[:PREVIEW_LINES]))
+        work = self.plan.tasks_total > 0 or (delete and self.plan.delete_files > 0)
+        self.start.setEnabled(work and refusal is None)
 
 
-def preview_text(src: Address, dst: Address, plan: SyncPlan) -> str:
-    more = f" (the first {PREVIEW_LINES:,} are listed)" if len(plan.actions) > PREVIEW_LINES else ""
+def deletion_check(plan: SyncPlan) -> str | None:
+    """Why the engine refuses these deletions (an empty source, more than half the destination)."""
+    try:
+        check_deletions(plan, None)
+    except UsageError as exc:
+        return exc.message
+    return None
+
+
+def preview_text(src: Address, dst: Address, plan: SyncPlan, delete: bool = False, refusal: str | None = None) -> str:
+    shown = len(plan.actions) if delete else plan.copies + plan.replaces
+    more = f" (the first {PREVIEW_LINES:,} are listed)" if shown > PREVIEW_LINES else ""
+    if refusal is not None:
+        gone = f"Refused: {refusal}"
+    elif delete:
+        gone = (
+            f"{plan.delete_files:,} file(s) only in the destination will be deleted, after every copy verified "
+            "(if one fails, nothing is deleted)."
+        )
+    else:
+        gone = f"Nothing is deleted: {plan.totals.only_b:,} file(s) only in the destination stay."
     return (
         f"Make {dst} like {src}, one way:\n"
         f"{plan.copies:,} file(s) to copy, {plan.replaces:,} to replace, {format_size(plan.bytes)} to send; "
-        f"{plan.totals.same:,} identical.{more}\n"
-        f"Nothing is deleted: {plan.totals.only_b:,} file(s) only in the destination stay "
-        "(to remove them use 'ferry sync --delete').\n"
+        f"{plan.totals.same:,} identical.{more}\n{gone}\n"
         "The copies run as one job in the Transfers panel, each verified."
     )
 
@@ -212,6 +245,12 @@ class CompareView(QDialog):
         self.totals = Totals()
         self.running = False
         self.preview: SyncPreviewDialog | None = None
+        # Syncs whose deletions wait for their job to end verified: job id -> (plan, options).
+        self.pending: dict[int, tuple[SyncPlan, JobOptions]] = {}
+        self.last_deleted: tuple[str | None, Deleted] | None = None
+        self._watch = QTimer(self)
+        self._watch.setInterval(500)
+        self._watch.timeout.connect(self._check_pending)
         self._gen = 0
         self._cancel: CancelToken | None = None
         self.model = CompareModel(self)
@@ -368,40 +407,102 @@ class CompareView(QDialog):
         pool = self.host.pool
         self.host.say(f"Working out what to copy from {src} to {dst}…")
         self.host.run_async(
-            lambda: plan_sync(pool, src, dst, by=by, delete=False, record_actions=True),
+            lambda: plan_sync(pool, src, dst, by=by, delete=True, record_actions=True),
             lambda plan: self._show_preview(src, dst, by, plan),
         )
 
     def _show_preview(self, src: Address, dst: Address, by: By, plan: SyncPlan) -> None:
         dlg = SyncPreviewDialog(src, dst, plan, self)
         self.preview = dlg
-        dlg.accepted.connect(lambda: self._queue(src, dst, by))
+        dlg.accepted.connect(lambda: self._queue(src, dst, by, dlg.delete.isChecked()))
         dlg.finished.connect(dlg.deleteLater)
         dlg.open()
 
-    def _queue(self, src: Address, dst: Address, by: By) -> None:
-        from ferry.transfers.store import Store
-
+    def _queue(self, src: Address, dst: Address, by: By, delete: bool) -> None:
         options = dataclasses.replace(
             self.host.transfer_settings.job_options(recursive=True, on_conflict="overwrite"), label="sync"
         )
         pool, store_path = self.host.pool, self.host.store_path
 
-        def work() -> int | None:
+        def check(plan: SyncPlan) -> None:
+            if delete:
+                check_deletions(plan, None)  # the comparison made again must still be allowed
+
+        def work() -> tuple[SyncPlan, int | None]:
             store = Store(store_path)
             try:
-                return queue_sync(pool, store, src, dst, by=by, options=options)[1]
+                return queue_sync(pool, store, src, dst, by=by, options=options, delete=delete, check=check)
             finally:
                 store.close()
 
-        self.host.run_async(work, partial(self._queued, src, dst))
+        def queued(result: tuple[SyncPlan, int | None]) -> None:
+            plan, job_id = result
+            if job_id is not None:
+                self.host.job_queued(job_id)
+                self.host.say(f"Synchronising {src} → {dst} (job {job_id})")
+            elif not plan.deletions:
+                self.host.say(f"{dst} already has everything {src} has: nothing to copy")
+            if plan.deletions:
+                self._after_job(job_id, plan, options)
 
-    def _queued(self, src: Address, dst: Address, job_id: int | None) -> None:
+        self.host.run_async(work, queued)
+
+    # ------------------------------------------------------------ deletions, after the job verified
+    def _after_job(self, job_id: int | None, plan: SyncPlan, options: JobOptions) -> None:
         if job_id is None:
-            self.host.say(f"{dst} already has everything {src} has: nothing to copy")
+            self._finish(None, plan, options)
             return
-        self.host.job_queued(job_id)
-        self.host.say(f"Synchronising {src} → {dst} (job {job_id})")
+        self.pending[job_id] = (plan, options)
+        self._watch.start()
+
+    def _check_pending(self) -> None:
+        """Each pending sync's job state, read on a worker; an ended job gets its deletions (or not)."""
+        store_path, ids = self.host.store_path, list(self.pending)
+
+        def states() -> dict[int, str]:
+            store = Store(store_path)
+            try:
+                return {j.id: j.state for j in store.jobs(ids=ids)}
+            finally:
+                store.close()
+
+        self._watch.stop()  # one read at a time
+        self.host.run_async(states, self._states_read, lambda _exc: self._watch.start())
+
+    def _states_read(self, states: dict[int, str]) -> None:
+        for job_id, state in states.items():
+            if state in JOB_FINISHED and job_id in self.pending:
+                plan, options = self.pending.pop(job_id)
+                self._finish(job_id, plan, options)
+        gone = [j for j in self.pending if j not in states]  # removed from the queue: nothing deleted
+        for job_id in gone:
+            del self.pending[job_id]
+        if self.pending:
+            self._watch.start()
+
+    def _finish(self, job_id: int | None, plan: SyncPlan, options: JobOptions) -> None:
+        store_path = self.host.store_path
+
+        def work() -> tuple[str | None, Deleted]:
+            store = Store(store_path)
+            try:
+                return finish_sync(store, job_id, plan, options)
+            finally:
+                store.close()
+
+        self.host.run_async(work, self._deleted)
+
+    def _deleted(self, result: tuple[str | None, Deleted]) -> None:
+        self.last_deleted = result
+        refusal, done = result
+        if refusal is not None:
+            self.host.show_error(f"Sync: {refusal}")
+            return
+        text = f"Sync: {done.deleted:,} file(s) deleted" + (f", {done.kept:,} kept" if done.kept else "")
+        if done.errors:
+            self.host.show_error(text, "\n".join(done.errors[:50]))
+        else:
+            self.host.say(text)
 
 
 def open_compare(host: WindowHost, parent: QWidget) -> CompareView:
