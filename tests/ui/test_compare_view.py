@@ -8,8 +8,10 @@ through the same engine path as ``ferry sync`` (``transfers.sync.queue_sync``), 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog
 
@@ -17,6 +19,7 @@ from ferry.core.outcomes import Level
 from ferry.transfers.compare import State
 from ferry.transfers.store import Store
 from ferry.ui.compare_view import CompareView
+from sshd import SshServer, require_sshd
 from ui.helpers_ui import wait_job
 
 T = 1_700_000_000  # a fixed modification time, so "same" files are the same by size and time
@@ -45,7 +48,7 @@ def _trees(tmp_path: Path) -> tuple[Path, Path]:
     return left, right
 
 
-def _open(qtbot, window, left: Path, right: Path) -> CompareView:  # type: ignore[no-untyped-def]
+def _open(qtbot, window, left: Path, right: Path | str) -> CompareView:  # type: ignore[no-untyped-def]
     window.left.navigate(str(left))
     window.right.navigate(str(right))
     window.action_map["compare"].trigger()
@@ -217,3 +220,68 @@ def test_sync_deletes_nothing_when_a_copy_failed(qtbot, window, tmp_path: Path) 
     assert (right / "only_right.txt").read_bytes() == b"R"
     assert (right / "clash" / "inner.txt").exists()
     assert (right / "only_left.txt").read_bytes() == b"L"  # the other copies were made
+
+
+def test_rows_arrive_in_batches_as_the_comparison_goes(  # type: ignore[no-untyped-def]
+    qtbot, window, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ferry.ui import compare_view
+
+    monkeypatch.setattr(compare_view, "BATCH", 10)
+    left, right = tmp_path / "left", tmp_path / "right"
+    for i in range(100):
+        _file(left / f"f{i:03}.txt", b"x")
+    right.mkdir()
+    view = _open(qtbot, window, left, right)
+    inserts: list[int] = []
+    view.model.rowsInserted.connect(lambda _p, first, last: inserts.append(last - first + 1))
+    view.start()
+    qtbot.waitUntil(lambda: not view.running, timeout=30_000)
+    assert sum(inserts) == 100 and len(inserts) >= 10 and max(inserts) <= 10, inserts
+
+
+@pytest.fixture
+def server() -> Iterator[SshServer]:
+    require_sshd()
+    with SshServer() as s:
+        yield s
+
+
+def test_compare_and_sync_with_the_loopback_sshd(qtbot, window, tmp_path: Path, server: SshServer) -> None:  # type: ignore[no-untyped-def]
+    from ferry.backends import sftp
+
+    sftp.close_all()
+    left, _ = _trees(tmp_path)
+    target = server.mkdir()
+    _, right = _trees(target)
+    server.chown(right)
+    Path(os.environ["FERRY_SSH_CONFIG"]).write_text(server.ssh_config_block("cluster"))
+    try:
+        view = _open(qtbot, window, left, f"cluster:{right}")
+        states = _states(view)
+        assert states["only_left.txt"] is State.ONLY_A and states["only_right.txt"] is State.ONLY_B
+        assert states["bigger.txt"] is State.DIFFERENT and states["newer.txt"] is State.DIFFERENT
+        assert states["same.txt"] is State.SAME
+        view.checksum.setChecked(True)
+        view.start()
+        qtbot.waitUntil(lambda: not view.running, timeout=30_000)
+        item = next(i for i in view.model.items if i.rel == "content.txt")
+        assert item.state is State.DIFFERENT and "hashed on the server" in item.how, item.how
+        view.sync_right.click()
+        qtbot.waitUntil(lambda: view.preview is not None and view.preview.isVisible(), timeout=30_000)
+        assert view.preview is not None
+        # By checksum: content.txt is replaced, newer.txt (same bytes, another time) is not.
+        replaced = {rel for a, rel, _n in view.preview.plan.actions if a.value == "replace"}
+        assert replaced == {"bigger.txt", "content.txt"}, view.preview.plan.actions
+        assert "2 file(s) to copy, 2 to replace" in view.preview.summary.text()
+        view.preview.start.click()
+        qtbot.waitUntil(lambda: len(_jobs()) == 1, timeout=30_000)
+        (job_id,) = _jobs()
+        assert wait_job(qtbot, job_id) == "done"
+        assert (right / "sub" / "deep_left.txt").read_bytes() == b"deep"
+        assert (right / "content.txt").read_bytes() == b"AAAA"
+        view.start()
+        qtbot.waitUntil(lambda: not view.running, timeout=30_000)
+        assert (view.totals.only_a, view.totals.only_b, view.totals.different) == (0, 1, 0)
+    finally:
+        sftp.close_all()
