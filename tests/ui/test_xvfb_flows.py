@@ -32,19 +32,17 @@ import pytest
 
 from ferry.core.outcomes import Level
 from ferry.transfers.store import Store
-from ui.test_xvfb_end_to_end import GUIDE_SHOTS, shot, wait_for
+from ui.test_xvfb_end_to_end import GUIDE_SHOTS, shot, wait_for, xwd_image
 
 pytestmark = pytest.mark.skipif(
     not (shutil.which("Xvfb") and shutil.which("xdotool") and shutil.which("xwd")),
     reason="needs Xvfb, xdotool and xwd (scripts/system-packages.sh installs them)",
 )
 
-# Where things are in a 1024x700 window at (0, 0): the first and second rows of the left pane,
-# an empty spot of the right pane, the first row of the Transfers panel.
+# Where things are in a 1024x700 window at (0, 0): the first row of the left pane (just below
+# its header) and an empty spot of the right pane. The failed job's row is found on screen.
 LEFT_ROW_1 = (48, 101)
-LEFT_ROW_2 = (54, 121)
 RIGHT_EMPTY = (760, 250)
-QUEUE_ROW_1 = (150, 487)
 
 
 @pytest.fixture
@@ -137,6 +135,33 @@ class Window:
         time.sleep(0.5)
         self.xdo("mouseup", "1")
 
+    def drag_until(self, start: tuple[int, int], end: tuple[int, int], title: str) -> str:
+        """Drag, and return the window titled ``title`` that the drop opens. A drag that a busy
+        machine loses (the motion came before Qt was ready for it) is tried again, as a person would."""
+        for _ in range(3):
+            self.drag(start, end)
+            try:
+                return self.find(title, timeout=20)
+            except subprocess.TimeoutExpired:
+                continue
+        raise AssertionError(f"no {title!r} window after three drags")
+
+    def right_click_menu(self, at: tuple[int, int]) -> str:
+        """Right-click at ``at`` and return the menu's window. The Transfers panel refreshes its
+        rows a few times a second: a click that lands while they are rebuilt selects nothing and
+        opens no menu, as for a person, who clicks again; so does this, a few times."""
+        for _ in range(5):
+            before = self.visible()
+            self.click(at, button="3")
+            end = time.monotonic() + 8
+            while time.monotonic() < end:
+                new = self.visible() - before
+                if new:
+                    (menu,) = new
+                    return menu
+                time.sleep(0.2)
+        raise AssertionError(f"no menu opened on a right-click at {at}")
+
     def close(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
@@ -163,6 +188,26 @@ def settled(job_id: int) -> str:
         return store.job(job_id).state
     finally:
         store.close()
+
+
+def red_text(display: str) -> tuple[int, int] | None:
+    """A point on the red text of a failed job's row in the Transfers panel (the lower part of
+    the window), read from the screen, so that the click does not depend on the font's height."""
+    dump = subprocess.run(["xwd", "-root", "-silent", "-display", display], capture_output=True, check=True)
+    image = xwd_image(dump.stdout)
+    for y in range(430, 690):
+        for x in range(20, 340):
+            c = image.pixelColor(x, y)
+            if c.red() > 150 and c.green() < 90 and c.blue() < 90:
+                return x, y + 3
+    return None
+
+
+def ink(display: str, left: int, top: int, right: int, bottom: int) -> bool:
+    """Whether something dark (text) is drawn in this box of the screen: a listing's row is there."""
+    dump = subprocess.run(["xwd", "-root", "-silent", "-display", display], capture_output=True, check=True)
+    image = xwd_image(dump.stdout)
+    return any(image.pixelColor(x, y).value() < 80 for y in range(top, bottom) for x in range(left, right))
 
 
 def painted(seconds: float = 1.5) -> None:
@@ -193,8 +238,9 @@ def test_drag_a_folder_then_answer_a_conflict_with_the_keyboard(xdisplay: str, p
     win = Window(xdisplay, left, right)
     try:
         # 1. Drag the folder (first row, folders on top) onto the right pane; Enter confirms.
-        win.drag(LEFT_ROW_1, RIGHT_EMPTY)
-        confirm = win.find("^Copy to ")
+        x, y = LEFT_ROW_1
+        wait_for(lambda: ink(xdisplay, x - 20, y - 6, x + 40, y + 6), 60, "the left pane lists the folder")
+        confirm = win.drag_until(LEFT_ROW_1, RIGHT_EMPTY, "^Copy to ")
         painted()
         shot(xdisplay, "gui-drag.png", shots, on_top=confirm)
         win.key("Return")
@@ -212,8 +258,8 @@ def test_drag_a_folder_then_answer_a_conflict_with_the_keyboard(xdisplay: str, p
 
         # 2. F5 on a file the other pane already has (another size, older): the question comes
         #    up with Skip focused; Enter keeps the existing file.
-        win.click(LEFT_ROW_2)
-        win.key("F5")
+        win.click(LEFT_ROW_1)
+        win.key("Down", "F5")  # notes.txt, below the folder
         win.find("^Copy to ")
         win.key("Return")
         ask = win.find("^File already exists$")
@@ -231,8 +277,8 @@ def test_drag_a_folder_then_answer_a_conflict_with_the_keyboard(xdisplay: str, p
         assert sum(outcome.skipped.values()) == 1 and not outcome.copied, outcome
 
         # 3. Again, and this time Shift+Tab from Skip to Overwrite, then Space presses it.
-        win.click(LEFT_ROW_2)
-        win.key("F5")
+        win.click(LEFT_ROW_1)
+        win.key("Down", "F5")
         win.find("^Copy to ")
         win.key("Return")
         win.find("^File already exists$")
@@ -260,11 +306,16 @@ def test_queue_menu_shows_the_log_of_a_failed_job(xdisplay: str, place: Path, tm
     win = Window(xdisplay, left, right)
     try:
         wait_for(lambda: settled(job) == "failed", 120, "the window runs the job and it fails")
-        painted()
-        before = win.visible()
-        win.click(QUEUE_ROW_1, button="3")
-        wait_for(lambda: bool(win.visible() - before), 30, "the right-click menu opens")
-        (menu,) = win.visible() - before
+        seen: list[tuple[int, int]] = []
+
+        def failed_row_shown() -> bool:
+            point = red_text(xdisplay)
+            if point is not None:
+                seen.append(point)
+            return point is not None
+
+        wait_for(failed_row_shown, 30, "the failed job's row is painted in red")
+        menu = win.right_click_menu(seen[-1])
         win.key("Up")  # from the bottom: the last entry, Show log…
         painted(1)
         shot(xdisplay, "gui-queue-menu.png", shots, on_top=menu)
