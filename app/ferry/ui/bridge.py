@@ -110,6 +110,7 @@ class Bridge(QObject):
         self._idle = 0  # workers waiting for a job
         self._closing = CancelToken()
         self._waiting: set[threading.Event] = set()
+        self._finished: list[Callable[[], None]] = []  # done jobs, released on the UI thread
 
     # ---- UI thread <- any thread ----
     def post(self, fn: Callable[[], object]) -> None:
@@ -178,8 +179,21 @@ class Bridge(QObject):
             try:
                 job()
             finally:
+                # The job's closures (its work, on_done, on_error) may hold the last reference to
+                # a Qt object, say a pane closed while its listing ran. Dropped here, that object
+                # would be destroyed on this worker thread, which crashed the process (SIGSEGV in
+                # this loop). The references go to the UI thread, which lets go of them there.
                 with self._lock:
                     self._idle += 1
+                    self._finished.append(job)
+                job = None
+                self.post(self._release)
+
+    def _release(self) -> None:
+        """Drop finished jobs' references on the UI thread (see :meth:`_worker`)."""
+        with self._lock:
+            done, self._finished = self._finished, []
+        done.clear()
 
     # ---- questions from workers ----
     def ask_blocking(self, show: Callable[[Callable[[Any], None]], object], default: T) -> T:
