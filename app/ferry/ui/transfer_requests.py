@@ -16,8 +16,10 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QWidget
 
-from ferry.backends.base import Entry
-from ferry.core.errors import UsageError
+from ferry.backends.base import Backend, Entry
+from ferry.core.address import Address
+from ferry.core.cancel import CancelToken
+from ferry.core.errors import UsageError, describe
 from ferry.transfers.options import JobOptions
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
 from ferry.ui.host import WindowHost
@@ -68,6 +70,7 @@ class TransferRequests:
                 move=move,
                 parent=self.parent,
             )
+            self.count_folders(sources, dlg)
             if not self.host.confirm_transfer(dlg):
                 return False
             if dlg.dont_ask.isChecked():
@@ -78,11 +81,7 @@ class TransferRequests:
 
     def summarise(self, sources: list[str]) -> tuple[int, int, int]:
         """(files, folders, bytes) for the confirmation, from listings already on screen."""
-        known: dict[str, Entry] = {}
-        for p in (self.host.left, self.host.right):
-            if p.model.address is not None:
-                for e in p.model.all_entries():
-                    known[str(p.model.address_of(e))] = e
+        known = self._shown_entries()
         files = folders = size = 0
         for s in sources:
             is_dir, n = _measure(s, known.get(s))
@@ -90,6 +89,39 @@ class TransferRequests:
             files += not is_dir
             size += n
         return files, folders, size
+
+    def count_folders(self, sources: list[str], dlg: DropConfirmDialog) -> None:
+        """Count what the folders among ``sources`` hold, on a worker thread, into ``dlg``.
+
+        The dialog shows "counting…" meanwhile; closing it cancels the count, and a tree bigger
+        than :data:`COUNT_LIMIT` files is reported as "more than" that many."""
+        if not dlg.folders:
+            return
+        known = self._shown_entries()
+        folders = [s for s in sources if _is_folder(s, known.get(s))]
+        pool, cancel, limit = self.host.pool, dlg.cancel, COUNT_LIMIT
+
+        def work() -> tuple[int, int, bool]:
+            from ferry.credentials.sites import resolve_address
+
+            tally = Tally(limit)
+            for text in folders:
+                address = resolve_address(text)
+                tally.walk(pool.get(address), address, cancel)
+            return tally.files, tally.size, tally.capped
+
+        def failed(exc: BaseException) -> None:
+            dlg.set_count_failed(describe(exc))
+
+        self.host.run_async(work, lambda r: dlg.set_folder_contents(*r), failed)
+
+    def _shown_entries(self) -> dict[str, Entry]:
+        known: dict[str, Entry] = {}
+        for p in (self.host.left, self.host.right):
+            if p.model.address is not None:
+                for e in p.model.all_entries():
+                    known[str(p.model.address_of(e))] = e
+        return known
 
     def move_options(self, options: JobOptions) -> JobOptions | None:
         """``options`` for a move, or None when the person declined: the engine refuses a move
@@ -143,6 +175,39 @@ class TransferRequests:
             host.job_queued(job_id)
 
         host.run_async(work, done)
+
+
+# The most files a confirmation counts before it says "more than N files" (a huge tree is not
+# walked to the end just to fill in a dialog).
+COUNT_LIMIT = 100_000
+
+
+class Tally:
+    """Files and bytes under folders, walked without following links, up to ``limit`` files."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.files = self.size = 0
+        self.capped = False
+
+    def walk(self, backend: Backend, top: Address, cancel: CancelToken) -> None:
+        stack = [top]
+        while stack and not self.capped:
+            folder = stack.pop()
+            for e in backend.list(folder.path, cancel):
+                cancel.check()
+                if e.is_dir:
+                    stack.append(folder.join(e.name))
+                elif self.files >= self.limit:
+                    self.capped = True
+                    return
+                else:
+                    self.files += 1
+                    self.size += e.size or 0
+
+
+def _is_folder(source: str, shown: Entry | None) -> bool:
+    return _measure(source, shown)[0]
 
 
 def _measure(source: str, shown: Entry | None) -> tuple[bool, int]:
