@@ -848,8 +848,15 @@ class LocalBackend(Backend):
             _close(fd)
 
     def set_mode(self, path: str, mode: int) -> None:
-        """Permission bits (setgid and sticky included) of the folder at ``path``."""
-        fd = self._open_folder(path)
+        """Permission bits (setgid and sticky included) of the folder or file at ``path`` (chmod);
+        never through a final link (O_NOFOLLOW), never blocking on a FIFO (O_NONBLOCK)."""
+        dfd, ref = self._at(path)
+        try:
+            fd = os.open(ref, os.O_RDONLY | _NOFOLLOW | os.O_NONBLOCK, dir_fd=dfd)
+        except OSError as exc:
+            raise _map_error(exc, path) from exc
+        finally:
+            _close(dfd)
         try:
             os.fchmod(fd, stat_mod.S_IMODE(mode))
         except OSError as exc:
