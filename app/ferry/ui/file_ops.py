@@ -61,7 +61,9 @@ class FileOps:
         addr = pane.address
         backend = host.pool.get(addr)
         path = backend.join(addr.path, name) if addr.path else name
-        host.run_async(lambda: backend.mkdir(path, parents=False, exist_ok=False), lambda _r: pane.refresh())
+        host.run_async(
+            lambda: backend.mkdir(path, parents=False, exist_ok=False), lambda _r: pane.refresh(select=name)
+        )
 
     def rename_selected(self) -> None:
         """F2: edit the current name in place; the model hands the new one to :meth:`rename_entry`."""
@@ -77,7 +79,9 @@ class FileOps:
         backend = self.host.pool.get(pane.address)
         folder, _ = backend.split(entry.path)
         target = backend.join(folder, new) if folder else new
-        self.host.run_async(lambda: backend.rename(entry.path, target, overwrite=False), lambda _r: pane.refresh())
+        self.host.run_async(
+            lambda: backend.rename(entry.path, target, overwrite=False), lambda _r: pane.refresh(select=new)
+        )
         return False  # the listing refreshes when the rename is done
 
     # ---- delete: count first, ask with the numbers, then remove

@@ -10,9 +10,11 @@ change. Drags carry Ferry addresses (and ``file://`` URLs for local files); drop
 
 from __future__ import annotations
 
+import fnmatch
 import heapq
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -103,14 +105,37 @@ def tooltip(e: Entry, column: int) -> str | None:
 
 
 def _sort_key(column: int) -> Callable[[Entry], tuple[object, ...]]:
-    # Folders first in every order, as file managers do.
+    # Folders are put first by the callers (see _folders_first), in either order.
     if column == SIZE:
-        return lambda e: (not e.is_dir, e.size if e.size is not None else -1, e.name.casefold())
+        return lambda e: (e.size if e.size is not None else -1, e.name.casefold())
     if column == MODIFIED:
-        return lambda e: (not e.is_dir, e.mtime.timestamp() if e.mtime else 0.0, e.name.casefold())
+        return lambda e: (e.mtime.timestamp() if e.mtime else 0.0, e.name.casefold())
     if column == KIND:
-        return lambda e: (not e.is_dir, kind_text(e).casefold(), e.name.casefold())
-    return lambda e: (not e.is_dir, e.name.casefold(), e.name)
+        return lambda e: (kind_text(e).casefold(), e.name.casefold())
+    return lambda e: (e.name.casefold(), e.name)
+
+
+def _folders_first(entries: list[Entry]) -> tuple[list[Entry], list[Entry]]:
+    """Folders and the rest, each in its order: folders stay on top whatever the sort, as in
+    file managers (a reversed key with the folder flag in it put them at the bottom)."""
+    folders = [e for e in entries if e.is_dir]
+    return folders, [e for e in entries if not e.is_dir] if folders else entries
+
+
+GLOB_CHARS = frozenset("*?[")
+
+
+def name_matcher(text: str) -> Callable[[str], bool] | None:
+    """What the filter box shows: ``None`` for everything; a glob (``*.h5``, ``run_0??``) when
+    the text has ``*``, ``?`` or ``[`` (matched against the whole name); else a substring.
+    Case is ignored either way."""
+    if not text:
+        return None
+    if GLOB_CHARS.isdisjoint(text):
+        folded = text.casefold()
+        return lambda name: folded in name.casefold()
+    match = re.compile(fnmatch.translate(text), re.IGNORECASE).match
+    return lambda name: match(name) is not None
 
 
 class ListingModel(QAbstractItemModel):
@@ -122,6 +147,7 @@ class ListingModel(QAbstractItemModel):
         self._all: list[Entry] = []
         self._rows: list[Entry] = []
         self._filter = ""
+        self._match: Callable[[str], bool] | None = None
         self._show_hidden = False
         self._sort_column = NAME
         self._sort_order = Qt.SortOrder.AscendingOrder
@@ -313,7 +339,8 @@ class ListingModel(QAbstractItemModel):
         self.endResetModel()
 
     def set_filter(self, text: str) -> None:
-        self._filter = text.casefold()
+        self._filter = text
+        self._match = name_matcher(text)
         self._refilter()
 
     def set_show_hidden(self, show: bool) -> None:
@@ -322,18 +349,25 @@ class ListingModel(QAbstractItemModel):
 
     def _shown(self, entries: list[Entry]) -> list[Entry]:
         """The entries that pass the filter, in their order (fast paths: 100,000 calls add up)."""
-        if not self._filter:
+        match = self._match
+        if match is None:
             return entries if self._show_hidden else [e for e in entries if not e.name.startswith(".")]
-        return [e for e in entries if self._visible(e)]
+        if self._show_hidden:
+            return [e for e in entries if match(e.name)]
+        return [e for e in entries if not e.name.startswith(".") and match(e.name)]
 
     def _visible(self, e: Entry) -> bool:
         if not self._show_hidden and e.name.startswith("."):
             return False
-        return not self._filter or self._filter in e.name.casefold()
+        return self._match is None or self._match(e.name)
 
     def _ordered(self, entries: list[Entry]) -> list[Entry]:
-        entries.sort(key=_sort_key(self._sort_column), reverse=self._sort_order == Qt.SortOrder.DescendingOrder)
-        return entries
+        key, rev = _sort_key(self._sort_column), self._sort_order == Qt.SortOrder.DescendingOrder
+        folders, rest = _folders_first(entries)
+        if not folders:
+            rest.sort(key=key, reverse=rev)
+            return rest
+        return sorted(folders, key=key, reverse=rev) + sorted(rest, key=key, reverse=rev)
 
     def sorter(self) -> Callable[[list[Entry]], list[Entry]]:
         """A function that sorts a list the way this model does (safe to call on any thread)."""
@@ -343,6 +377,10 @@ class ListingModel(QAbstractItemModel):
             # Sorted in small runs merged in Python: one list.sort() of 100,000 tuples holds the
             # GIL for ~0.1-0.2 s (its comparisons never return to the interpreter), which the UI
             # thread would feel as a freeze; runs of 2,048 hold it for a millisecond or two each.
+            folders, rest = _folders_first(entries)
+            return merged(folders) + merged(rest) if folders else merged(rest)
+
+        def merged(entries: list[Entry]) -> list[Entry]:
             if len(entries) <= RUN:
                 return sorted(entries, key=key, reverse=rev)
             runs = []

@@ -13,8 +13,18 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from PySide6.QtCore import QModelIndex, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QDragEnterEvent, QDragMoveEvent, QDropEvent, QFocusEvent, QPainter, QPaintEvent, QPalette
+from PySide6.QtCore import QEvent, QModelIndex, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import (
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QFocusEvent,
+    QKeyEvent,
+    QPainter,
+    QPaintEvent,
+    QPalette,
+    QWheelEvent,
+)
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -55,6 +65,7 @@ class FileView(QTableView):
     """
 
     focused = Signal()
+    go_up = Signal()  # Backspace: the parent folder, as in file managers
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -79,6 +90,17 @@ class FileView(QTableView):
     def focusInEvent(self, event: QFocusEvent) -> None:
         super().focusInEvent(event)
         self.focused.emit()
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if (
+            event.key() == Qt.Key.Key_Backspace
+            and event.modifiers() == Qt.KeyboardModifier.NoModifier
+            and self.state() != QAbstractItemView.State.EditingState
+        ):
+            self.go_up.emit()
+            event.accept()
+            return
+        super().keyPressEvent(event)
 
     def paintEvent(self, event: QPaintEvent) -> None:
         PAINT_GATE.close()  # listing workers pause so each cell's trip into Python is quick
@@ -122,6 +144,26 @@ class FileView(QTableView):
             event.accept()
         else:
             event.ignore()
+
+
+class SitePicker(QComboBox):
+    """The site picker: arrow keys on the closed picker open its list instead of switching the
+    pane at every step (a closed QComboBox changes its item, and so the pane, on each arrow);
+    the pane changes only when a place is chosen with Enter or a click."""
+
+    _OPENING_KEYS = frozenset(
+        {Qt.Key.Key_Up, Qt.Key.Key_Down, Qt.Key.Key_PageUp, Qt.Key.Key_PageDown, Qt.Key.Key_Home, Qt.Key.Key_End}
+    )
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        if Qt.Key(event.key()) in self._OPENING_KEYS and not (event.modifiers() & Qt.KeyboardModifier.AltModifier):
+            self.showPopup()
+            event.accept()
+            return
+        super().keyPressEvent(event)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:
+        event.ignore()  # scrolling over the picker must not switch the pane either
 
 
 class Breadcrumbs(QWidget):
@@ -215,8 +257,14 @@ class Pane(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
         lay.setSpacing(3)
+        # The active pane is marked by a strip in the selection colour along its top.
+        self.marker = QFrame()
+        self.marker.setObjectName("activeMarker")
+        self.marker.setFixedHeight(3)
+        self.marker.setAutoFillBackground(True)
+        lay.addWidget(self.marker)
         top = QHBoxLayout()
-        self.site = QComboBox()
+        self.site = SitePicker()
         self.site.setObjectName("sitePicker")
         self.site.setToolTip("Choose a place: this computer, a saved site, or an ssh_config host")
         self.site.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
@@ -279,6 +327,7 @@ class Pane(QWidget):
             header.resizeSection(col, width)
         self.view.sortByColumn(0, Qt.SortOrder.AscendingOrder)
         self.view.focused.connect(self.activated.emit)
+        self.view.go_up.connect(self.up)
         self.model.modelReset.connect(self._update_placeholder)
         self.view.activated.connect(self._activated)
         lay.addWidget(self.view, 1)
@@ -290,6 +339,30 @@ class Pane(QWidget):
         self.message.hide()
         lay.addWidget(self.message)
         self.reload_places()
+        self._show_active(False)
+
+    def event(self, e: QEvent) -> bool:
+        if e.type() in (QEvent.Type.DynamicPropertyChange, QEvent.Type.PaletteChange):  # the window sets "active"
+            self._show_active(bool(self.property("active")))
+        return super().event(e)
+
+    def _show_active(self, active: bool) -> None:
+        from ferry.ui.theme import active_pane_colors
+
+        strip, _text = active_pane_colors(self.palette(), active)
+        pal = self.marker.palette()
+        pal.setColor(QPalette.ColorRole.Window, strip)
+        self.marker.setPalette(pal)
+        self.marker.setToolTip("The active pane: keys and toolbar act here" if active else "")
+        font = self.site.font()
+        font.setBold(active)
+        self.site.setFont(font)
+
+    def is_marked_active(self) -> bool:
+        """The strip shows the selection colour (what a person sees as "this pane is active")."""
+        from ferry.ui.theme import active_pane_colors
+
+        return self.marker.palette().color(QPalette.ColorRole.Window) == active_pane_colors(self.palette(), True)[0]
 
     def _tool(self, text: str, tip: str, slot: Callable[[], object] | None) -> QToolButton:
         b = QToolButton()
@@ -417,9 +490,10 @@ class Pane(QWidget):
             if parent != self.address:
                 self.navigate(parent)
 
-    def refresh(self) -> None:
+    def refresh(self, select: str | None = None) -> None:
+        """List again keeping the selection, or selecting ``select`` (a new or renamed name)."""
         if self.address is not None:
-            self._list(self.address, keep_selection=True)
+            self._list(self.address, keep_selection=True, select=select)
 
     def refresh_soon(self) -> None:
         """List again now, or when the listing under way ends: it may have read the folder before
@@ -438,7 +512,7 @@ class Pane(QWidget):
         self.back_btn.setEnabled(bool(self._back))
         self.fwd_btn.setEnabled(bool(self._forward))
 
-    def _list(self, address: Address, keep_selection: bool = False) -> None:
+    def _list(self, address: Address, keep_selection: bool = False, select: str | None = None) -> None:
         if self._cancel is not None:
             self._cancel.cancel()
         self.generation += 1
@@ -452,6 +526,8 @@ class Pane(QWidget):
         self.path_stack.setCurrentWidget(self.crumbs)
         self.setToolTip("")
         selected = {e.name for e in self.selected_entries()} if keep_selection else set()
+        if select is not None:
+            selected = {select}
         self._stale = False  # this listing reads the folder as it is now
         self.model.begin_listing(address)
         self.view.placeholder = ""
@@ -586,6 +662,10 @@ class Pane(QWidget):
             if e.name in names:
                 sel.select(self.model.index(row, 0), self.model.index(row, 3))
         sm.select(sel, QItemSelectionModel.SelectionFlag.ClearAndSelect)
+        if len(names) == 1 and not sel.isEmpty():  # the current item too: F2 and Enter act on it
+            first = sel.indexes()[0].siblingAtColumn(0)
+            sm.setCurrentIndex(first, QItemSelectionModel.SelectionFlag.NoUpdate)
+            self.view.scrollTo(first)
 
     def current_text(self) -> str:
         return str(self.address) if self.address else ""

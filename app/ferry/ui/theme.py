@@ -60,6 +60,14 @@ def dark_palette() -> QPalette:
     return p
 
 
+def active_pane_colors(palette: QPalette, active: bool) -> tuple[QColor, QColor]:
+    """(strip, text) colours marking a pane active or not: the selection colour for the active
+    one, the window colour (no strip) for the other, in light and dark themes alike."""
+    if active:
+        return palette.color(QPalette.ColorRole.Highlight), palette.color(QPalette.ColorRole.HighlightedText)
+    return palette.color(QPalette.ColorRole.Window), palette.color(QPalette.ColorRole.WindowText)
+
+
 def apply_theme(app: QApplication, mode: str = "system") -> str:
     """Apply ``mode``; returns the scheme actually used ("light" or "dark")."""
     app.setStyle("Fusion")  # the same look everywhere, and palettes apply fully
