@@ -285,7 +285,7 @@ class Pane(QWidget):
         self.filter.setObjectName("filter")
         self.filter.setPlaceholderText("Filter")
         self.filter.setClearButtonEnabled(True)
-        self.filter.setToolTip("Show only names containing this text (Ctrl+F)")
+        self.filter.setToolTip("Show only names containing this text, or matching a glob: *.h5, run_0?? (Ctrl+F)")
         self.filter.setMaximumWidth(160)
         self.filter.textChanged.connect(self.model.set_filter)
         top.addWidget(self.filter)
