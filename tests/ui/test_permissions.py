@@ -14,7 +14,7 @@ import pytest
 from ferry.backends.base import Entry, Kind
 from ferry.backends.s3.backend import S3Backend
 from ferry.core.address import Address, parse_address
-from ferry.core.errors import NotFound
+from ferry.core.errors import NotFound, PermissionDenied
 from ferry.ui.dialogs.properties import PropertiesDialog, mode_text, parse_octal
 from sshd import SshServer, require_sshd
 
@@ -89,6 +89,28 @@ def test_local_chmod_failure_shows_its_typed_kind(qtbot, window, tmp_path: Path)
     assert dlg.mode_status.text().startswith("Permissions not changed (not-found): ")
 
 
+def test_alt_return_on_a_selected_file_offers_chmod(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    f = tmp_path / "run.sh"
+    f.write_bytes(b"#!/bin/sh\n")
+    f.chmod(0o755)
+    pane = window.left
+    with qtbot.waitSignal(pane.listed, timeout=20_000):
+        pane.navigate(str(tmp_path))
+    pane.select_names({"run.sh"})
+    assert window.active is pane
+    window.files.show_properties()
+    dlg = window.findChild(PropertiesDialog)
+    assert dlg is not None and dlg.mode_label is not None
+    assert dlg.mode_label.text() == "rwxr-xr-x (755)"
+    assert dlg.mode_editor is not None
+    dlg.mode_editor.octal.setText("700")
+    assert dlg.apply_mode is not None
+    dlg.apply_mode.click()
+    qtbot.waitUntil(lambda: "now" in dlg.mode_status.text(), timeout=30_000)
+    assert stat.S_IMODE(f.stat().st_mode) == 0o700
+    dlg.close()
+
+
 def test_no_chmod_offered_through_a_link(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     (tmp_path / "t").write_bytes(b"x")
     (tmp_path / "l").symlink_to("t")
@@ -130,5 +152,29 @@ def test_sftp_file_shown_and_changed_to_600(qtbot, window, server: SshServer) ->
         assert dlg.mode_label is not None and dlg.mode_label.text() == "rw-r--r-- (644)"
         _chmod_to_600(qtbot, dlg)
         assert stat.S_IMODE(f.stat().st_mode) == 0o600  # on the server's disk
+    finally:
+        sftp.close_all()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file the login user does not own is made with chown, as root")
+def test_sftp_refused_chmod_shows_permission_denied(qtbot, window, server: SshServer) -> None:  # type: ignore[no-untyped-def]
+    from ferry.backends import sftp
+
+    sftp.close_all()
+    folder = server.mkdir()
+    Path(os.environ["FERRY_SSH_CONFIG"]).write_text(server.ssh_config_block("cluster"))
+    try:
+        # A file the login user does not own: the server refuses, and the kind says so.
+        theirs = folder / "theirs.txt"
+        theirs.write_bytes(b"x")
+        os.chown(theirs, 0, 0)
+        theirs.chmod(0o644)
+        dlg2 = _dialog(qtbot, window, f"sftp://cluster{theirs}")
+        assert dlg2.mode_editor is not None and dlg2.apply_mode is not None
+        dlg2.mode_editor.octal.setText("666")
+        dlg2.apply_mode.click()
+        qtbot.waitUntil(lambda: dlg2.mode_error_kind is not None, timeout=30_000)
+        assert dlg2.mode_error_kind == PermissionDenied.kind, dlg2.mode_status.text()
+        assert stat.S_IMODE(theirs.stat().st_mode) == 0o644
     finally:
         sftp.close_all()
