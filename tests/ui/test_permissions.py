@@ -15,7 +15,8 @@ from ferry.backends.base import Entry, Kind
 from ferry.backends.s3.backend import S3Backend
 from ferry.core.address import Address, parse_address
 from ferry.core.errors import NotFound, PermissionDenied
-from ferry.ui.dialogs.properties import PropertiesDialog, mode_text, parse_octal
+from ferry.ui.dialogs.properties import PropertiesDialog, parse_octal
+from ferry.ui.listing_model import mode_text
 from sshd import SshServer, require_sshd
 
 
@@ -109,6 +110,22 @@ def test_alt_return_on_a_selected_file_offers_chmod(qtbot, window, tmp_path: Pat
     qtbot.waitUntil(lambda: "now" in dlg.mode_status.text(), timeout=30_000)
     assert stat.S_IMODE(f.stat().st_mode) == 0o700
     dlg.close()
+
+
+def test_listing_kind_column_tooltip_shows_permissions(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from PySide6.QtCore import Qt
+
+    from ferry.ui.listing_model import KIND
+
+    f = tmp_path / "data.h5"
+    f.write_bytes(b"x")
+    f.chmod(0o640)
+    pane = window.left
+    with qtbot.waitSignal(pane.listed, timeout=20_000):
+        pane.navigate(str(tmp_path))
+    row = next(i for i, e in enumerate(pane.model.entries()) if e.name == "data.h5")
+    tip = pane.model.data(pane.model.index(row, KIND), Qt.ItemDataRole.ToolTipRole)
+    assert tip == "Permissions rw-r----- (640)"
 
 
 def test_no_chmod_offered_through_a_link(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

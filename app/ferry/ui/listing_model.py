@@ -15,6 +15,7 @@ import heapq
 import json
 import os
 import re
+import stat as stat_mod
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -94,7 +95,15 @@ def row_texts(e: Entry) -> tuple[str, str, str, str]:
     )
 
 
+def mode_text(mode: int) -> str:
+    """``rw-r--r-- (644)``: ls's nine letters (s/S/t/T for setuid, setgid, sticky) and the octal."""
+    bits = stat_mod.S_IMODE(mode)
+    return f"{stat_mod.filemode(bits)[1:]} ({bits:03o})"
+
+
 def tooltip(e: Entry, column: int) -> str | None:
+    if column == KIND and e.mode is not None:
+        return f"Permissions {mode_text(e.mode)}"
     if column == MODIFIED and e.mtime:
         return e.mtime.astimezone().isoformat(sep=" ", timespec="seconds")
     if column == SIZE and e.size is not None:

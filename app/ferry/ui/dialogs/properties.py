@@ -26,18 +26,12 @@ from PySide6.QtWidgets import (
 from ferry.backends.base import Backend, Entry, Kind
 from ferry.core.errors import describe, error_kind
 from ferry.core.units import format_size
-from ferry.ui.listing_model import display_name, kind_text, mtime_text
+from ferry.ui.listing_model import display_name, kind_text, mode_text, mtime_text
 
 RunAsync = Callable[[Callable[[], Any], Callable[[Any], object], Callable[[BaseException], object]], object]
 
 WHO = ("Owner", "Group", "Others")
 WHAT = (("r", "Read"), ("w", "Write"), ("x", "Execute"))
-
-
-def mode_text(mode: int) -> str:
-    """``rw-r--r-- (644)``: ls's nine letters (s/S/t/T for setuid, setgid, sticky) and the octal."""
-    bits = stat_mod.S_IMODE(mode)
-    return f"{stat_mod.filemode(bits)[1:]} ({bits:03o})"
 
 
 def parse_octal(text: str) -> int | None:
