@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QWidget
+
+from ferry.backends.base import Backend, Capabilities
+from ferry.core.address import Address
 
 THEME_MODES = ("system", "light", "dark")
 
@@ -26,6 +30,14 @@ class Command:
     shortcut: str
     tip: str
     panes: bool = False  # also in both listings' right-click menus
+    # What the site must declare for the command to appear in a listing's right-click menu
+    # (the menu bar and the shortcut keep it; the command itself says why a site cannot).
+    needs: Callable[[Capabilities], bool] | None = None
+
+
+def can_share(caps: Capabilities) -> bool:
+    """Pre-signed links (S3) or access grants (Globus): the site has something to share with."""
+    return caps.presign or caps.acl_share
 
 
 SEPARATOR = None
@@ -54,7 +66,9 @@ MENUS: tuple[tuple[str, tuple[Command | None, ...]], ...] = (
                 True,
             ),
             Command("properties", "Properties…", "Alt+Return", "Size, times and checksums", True),
-            Command("share", "Share link…", "Ctrl+Shift+L", "Make a download or upload link (S3, Globus)", True),
+            Command(
+                "share", "Share link…", "Ctrl+Shift+L", "Make a download or upload link (S3, Globus)", True, can_share
+            ),
             Command(
                 "watch",
                 "Watch this folder…",
@@ -130,10 +144,88 @@ def _make(window: QMainWindow, command: Command, slot: Callable[[], object]) -> 
     return a
 
 
+class _Pool(Protocol):
+    def get(self, address: Address) -> Backend: ...
+
+
+RunAsync = Callable[[Callable[[], Any], Callable[[Any], object], Callable[[BaseException], object]], object]
+
+
+class SiteOffers(QObject):
+    """Which commands each listing's right-click menu offers, from its site's declared capabilities.
+
+    The capabilities are read on a worker thread after each listing (reading them can reach the
+    server: an SFTP host's checksum tools, a Globus collection's HTTPS server); until they are
+    known, a command that needs something is left out of the menu rather than offered in vain."""
+
+    def __init__(self, run_async: RunAsync, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.run_async = run_async
+        self.known: dict[int, Capabilities] = {}  # id(listing) -> its site's capabilities
+        self._asked: dict[int, int] = {}  # id(listing) -> the latest question's number
+        self.gated: dict[int, list[tuple[QAction, Callable[[Capabilities], bool]]]] = {}
+        self._watched: dict[int, QWidget] = {}  # id(listing or its viewport) -> listing
+
+    def learn(self, listing: QWidget, pool: _Pool, address: Address | None) -> None:
+        key = id(listing)
+        self.known.pop(key, None)
+        asked = self._asked[key] = self._asked.get(key, 0) + 1
+        if address is None:
+            return
+
+        def done(caps: Capabilities) -> None:
+            if self._asked.get(key) == asked:  # not a site the listing has since left
+                self.known[key] = caps
+
+        self.run_async(lambda: pool.get(address).capabilities, done, lambda _exc: None)
+
+    def gate(self, listing: QWidget, action: QAction, needs: Callable[[Capabilities], bool]) -> None:
+        if id(listing) not in self.gated:
+            # A right-click reaches a scrolling view through its viewport, a menu key the view.
+            viewport = getattr(listing, "viewport", None)
+            for w in (listing, viewport() if callable(viewport) else None):
+                if isinstance(w, QWidget):
+                    self._watched[id(w)] = listing
+                    w.installEventFilter(self)
+        self.gated.setdefault(id(listing), []).append((action, needs))
+
+    def offered(self, listing: QWidget) -> list[str]:
+        """The listing's right-click menu as it would be shown now (texts; for tests and Help)."""
+        self.update_menu(listing)
+        return [a.text() for a in listing.actions() if a.isVisible()]
+
+    def update_menu(self, listing: QWidget) -> None:
+        caps = self.known.get(id(listing))
+        for action, needs in self.gated.get(id(listing), []):
+            action.setVisible(caps is not None and needs(caps))
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.ContextMenu:
+            listing = self._watched.get(id(watched))
+            if listing is not None:
+                self.update_menu(listing)
+        return False
+
+
+def _menu_copy(listing: QWidget, command: Command, slot: Callable[[], object]) -> QAction:
+    """The listing's own copy of a command whose presence depends on the site (no shortcut: the
+    window's action keeps that)."""
+    a = QAction(command.text, listing)
+    a.setObjectName(f"menu_{command.key}")
+    a.setStatusTip(command.tip)
+    a.triggered.connect(lambda _=False: slot())
+    return a
+
+
 def build_actions(
-    window: QMainWindow, listings: Sequence[QWidget], slots: Mapping[str, Callable[[], object]]
+    window: QMainWindow,
+    listings: Sequence[QWidget],
+    slots: Mapping[str, Callable[[], object]],
+    offers: SiteOffers | None = None,
 ) -> dict[str, QAction]:
-    """Every command of :data:`MENUS` as a QAction in the window's menu bar, by name."""
+    """Every command of :data:`MENUS` as a QAction in the window's menu bar, by name. With
+    ``offers``, a command that ``needs`` something appears in a listing's right-click menu only
+    when that listing's site declares it."""
     keys = command_keys()
     missing, extra = set(keys) - set(slots), set(slots) - set(keys)
     if missing or extra:
@@ -150,7 +242,12 @@ def build_actions(
             menu.addAction(action)
             if command.panes:
                 for listing in listings:
-                    listing.addAction(action)
+                    if command.needs is not None and offers is not None:
+                        copy = _menu_copy(listing, command, slots[command.key])
+                        offers.gate(listing, copy, command.needs)
+                        listing.addAction(copy)
+                    else:
+                        listing.addAction(action)
     return actions
 
 

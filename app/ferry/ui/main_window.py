@@ -43,7 +43,7 @@ from ferry.core.errors import FerryError, UsageError, describe
 from ferry.core.units import format_rate
 from ferry.credentials import prompts
 from ferry.transfers.watch import WatchSpec
-from ferry.ui.actions import THEME_MODES, build_actions, shortcut_lines
+from ferry.ui.actions import THEME_MODES, SiteOffers, build_actions, shortcut_lines
 from ferry.ui.bridge import Bridge, background_priority
 from ferry.ui.compare_view import open_compare
 from ferry.ui.dialogs.conflict import ConflictAsker
@@ -213,7 +213,13 @@ class MainWindow(QMainWindow):
         self.tray: QSystemTrayIcon | None = None
         self.keep_awake = KeepAwake()
 
-        self.action_map: dict[str, QAction] = build_actions(self, [self.left.view, self.right.view], self._slots())
+        # Right-click menus offer only what each pane's site declares (no "Share link" on SFTP).
+        self.site_offers = SiteOffers(self.run_async, self)
+        self.action_map: dict[str, QAction] = build_actions(
+            self, [self.left.view, self.right.view], self._slots(), self.site_offers
+        )
+        for pane in (self.left, self.right):
+            pane.listed.connect(lambda _gen, p=pane: self.site_offers.learn(p.view, p.pool, p.address))
 
         # Create (or migrate) the queue database once, here, before threads open their own
         # connections to it: two first-time opens at once would both try to migrate.

@@ -9,7 +9,9 @@ dialog says that revoking one means rotating the signing key).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QGuiApplication
@@ -30,7 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ferry.core.errors import describe
+from ferry.backends.base import Capabilities
+from ferry.core.errors import NotFound, describe
 from ferry.sharing.types import Link, ShareRequest
 
 # The longest expiry each kind of backend honours (None: until revoked). S3 pre-signed URLs are
@@ -43,7 +46,50 @@ KINDS = (
     ("grant", "Globus access grant"),
 )
 
-RunAsync = Callable[[Callable[[], Link], Callable[[Link], object], Callable[[BaseException], object]], object]
+RunAsync = Callable[[Callable[[], Any], Callable[[Any], object], Callable[[BaseException], object]], object]
+
+UPLOAD_HINT = "Whoever has an upload link delivers one file with:  curl -T FILE '{url}'"
+EXISTS_WARNING = (
+    "Something is already stored under this name: a file uploaded through the link replaces it. "
+    "Share a new name (a folder path plus the file's name) to keep it."
+)
+
+
+@dataclass(frozen=True)
+class SiteFacts:
+    """What the target's site declares it can share, and whether the target already holds a file."""
+
+    capabilities: Capabilities
+    file_exists: bool
+
+
+def offered_kinds(caps: Capabilities) -> tuple[str, ...]:
+    """The link kinds a site's declared capabilities allow: pre-signed links (S3) download and
+    upload; an access-controlled service (Globus) grants access and links its HTTPS server."""
+    kinds = []
+    if caps.presign or caps.acl_share:
+        kinds.append("download")
+    if caps.presign:
+        kinds.append("upload")
+    if caps.acl_share:
+        kinds.append("grant")
+    return tuple(kinds)
+
+
+def probe_site(target: str) -> SiteFacts:
+    """On a worker thread: the target's backend's declared capabilities and whether a file is there."""
+    from ferry.backends.registry import BackendPool
+    from ferry.credentials.sites import resolve_address
+
+    address = resolve_address(target)
+    with BackendPool() as pool:
+        backend = pool.get(address)
+        caps = backend.capabilities
+        try:
+            exists = backend.stat(address.path).is_file
+        except NotFound:
+            exists = False
+    return SiteFacts(caps, exists)
 
 
 def humane(seconds: float) -> str:
@@ -80,6 +126,7 @@ class ShareDialog(QDialog):
         create: Callable[[str, ShareRequest], Link] | None = None,
         links: Callable[[], list[Link]] | None = None,
         revoke: Callable[[str], Link] | None = None,
+        probe: Callable[[str], SiteFacts] | None = None,
         parent: QWidget | None = None,
     ) -> None:
         super().__init__(parent)
@@ -95,6 +142,7 @@ class ShareDialog(QDialog):
         self.links_fn = links or ledger.links
         self.revoke_fn = revoke or revoke_share
         self.link: Link | None = None
+        self.facts: SiteFacts | None = None  # until the worker has asked the site
         lay = QVBoxLayout(self)
         form = QFormLayout()
         self.kind = QComboBox()
@@ -130,6 +178,12 @@ class ShareDialog(QDialog):
         self.error.setWordWrap(True)
         self.error.setTextFormat(Qt.TextFormat.PlainText)
         lay.addWidget(self.error)
+        self.hint = QLabel("")
+        self.hint.setObjectName("hint")
+        self.hint.setWordWrap(True)
+        self.hint.setTextFormat(Qt.TextFormat.PlainText)
+        self.hint.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        lay.addWidget(self.hint)
         row = QHBoxLayout()
         self.url = QLineEdit()
         self.url.setObjectName("url")
@@ -168,16 +222,54 @@ class ShareDialog(QDialog):
         self.timer.start()
         self.reload_links()
         self.validate()
+        self.run_async(lambda: (probe or probe_site)(target), self.site_known, self._probe_failed)
+
+    def site_known(self, facts: SiteFacts) -> None:
+        """Offer only the kinds the site declares it can make; note a file already at the target."""
+        self.facts = facts
+        offered = offered_kinds(facts.capabilities)
+        for i in range(self.kind.count()):
+            item = self.kind.model().item(i)  # type: ignore[attr-defined]
+            item.setEnabled(self.kind.itemData(i) in offered)
+        if offered and self.kind.currentData() not in offered:
+            self.kind.setCurrentIndex(self.kind.findData(offered[0]))
+        self.validate()
+
+    def _probe_failed(self, exc: BaseException) -> None:
+        self.error.setText(describe(exc))
+
+    def offered(self) -> tuple[str, ...]:
+        """The kinds the dialog offers (every kind until the site has answered)."""
+        if self.facts is None:
+            return tuple(key for key, _ in KINDS)
+        return offered_kinds(self.facts.capabilities)
 
     def expires(self) -> timedelta:
         return timedelta(seconds=self.amount.value() * int(self.unit.currentData()))
 
     def validate(self) -> bool:
-        why = expiry_error(self.scheme, str(self.kind.currentData()), self.expires())
+        kind = str(self.kind.currentData())
+        why = expiry_error(self.scheme, kind, self.expires())
+        offered = self.offered()
+        if why is None and not offered:
+            why = f"{self.scheme} sites cannot make share links: they exist for S3 buckets and Globus collections"
+        elif why is None and kind not in offered:
+            why = f"{self.scheme} sites cannot make this kind of link"
         self.error.setText(why or "")
+        self.show_hint()
         self.create_btn.setEnabled(why is None)
         self.grantee.setEnabled(self.kind.currentData() == "grant")
         return why is None
+
+    def show_hint(self) -> None:
+        """How an upload link is used, and a warning when it would replace a stored file."""
+        lines = []
+        if self.kind.currentData() == "upload":
+            url = self.link.url if self.link is not None and self.link.kind == "upload" else "URL"
+            lines.append(UPLOAD_HINT.format(url=url))
+            if self.facts is not None and self.facts.file_exists:
+                lines.append(EXISTS_WARNING)
+        self.hint.setText("\n".join(lines))
 
     def request(self) -> ShareRequest:
         kind = str(self.kind.currentData())
@@ -205,6 +297,7 @@ class ShareDialog(QDialog):
             notes.append(f"This link cannot be revoked early: {link.revoke_note}.")
         self.error.setStyleSheet("")
         self.error.setText(" ".join(notes))
+        self.show_hint()
         self.reload_links()
 
     def _failed(self, exc: BaseException) -> None:
