@@ -3,7 +3,8 @@ offering only what the site declares it can do."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
 from ferry.ui.dialogs.share import ShareDialog, SiteFacts
 from ferry.ui.main_window import MainWindow
 from s3.servers import S3Server, shared_server
+from sshd import SshServer, require_sshd
 from ui.helpers_ui import make_tree
 
 
@@ -147,6 +149,29 @@ def test_pane_menu_offers_share_only_where_the_site_declares_it(  # type: ignore
         qtbot.waitUntil(lambda n=n: len(shown) >= n, timeout=5000)
     assert "Share link…" not in shown[0] and "Copy to other pane" in shown[0]
     assert "Share link…" in shown[1]
+
+
+@pytest.fixture
+def sftp_server() -> Iterator[SshServer]:
+    require_sshd()
+    with SshServer() as s:
+        yield s
+
+
+def test_sftp_pane_menu_has_no_share_link(qtbot, window: MainWindow, sftp_server: SshServer) -> None:  # type: ignore[no-untyped-def]
+    from ferry.backends import sftp
+
+    sftp.close_all()
+    folder = sftp_server.mkdir()
+    (folder / "a.txt").write_text("a")
+    sftp_server.chown(folder)
+    Path(os.environ["FERRY_SSH_CONFIG"]).write_text(sftp_server.ssh_config_block("cluster"))
+    listed(qtbot, window.right, f"cluster:{folder}")
+    assert window.right.model.all_entries(), window.right.error_text
+    offers = window.site_offers
+    qtbot.waitUntil(lambda: id(window.right.view) in offers.known, timeout=20_000)
+    menu = offers.offered(window.right.view)
+    assert "Share link…" not in menu and "Copy to other pane" in menu
 
 
 def test_share_dialog_offers_kinds_the_site_declares_and_explains_upload_links(  # type: ignore[no-untyped-def]
