@@ -145,6 +145,19 @@ def write_random(path: Path, size: int, chunk: int = 8 << 20) -> str:
     return h.hexdigest()
 
 
+# A fixed modification time with nanoseconds (hosts that keep whole seconds keep part of it).
+FIXED_NS = 1_700_000_000_123_456_789
+
+
+def put(root: Path, rel: str, data: bytes, ns: int = FIXED_NS) -> Path:
+    """Write ``data`` at ``root/rel`` (folders made) with modification time ``ns``."""
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    os.utime(p, ns=(ns, ns))
+    return p
+
+
 def file_digests(root: Path) -> dict[str, str]:
     """sha256 of every regular file under ``root`` (not following links), by relative path."""
     out = {}

@@ -5,24 +5,15 @@ renames, exit codes, and the streaming merge itself (order, bounded listing)."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from ferry.backends.local import LocalBackend
 from ferry.core.address import Address
 from ferry.transfers.compare import Side, State, compare, sorted_walk
-from helpers import Ferry, describe
+from helpers import Ferry, describe, put
 
 T = 1_700_000_000_123_456_789
-
-
-def put(root: Path, rel: str, data: bytes, ns: int = T) -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.utime(p, ns=(ns, ns))
-    return p
 
 
 def pair(tmp_path: Path) -> tuple[Path, Path]:

@@ -5,22 +5,13 @@ against a wrong path (empty source, more than half of the destination, ``--max-d
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from ferry.transfers.store import Store
-from helpers import Ferry, describe, file_digests, snapshot
+from helpers import Ferry, describe, file_digests, put, snapshot
 
 T = 1_700_000_000_123_456_789
-
-
-def put(root: Path, rel: str, data: bytes, ns: int = T) -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.utime(p, ns=(ns, ns))
-    return p
 
 
 def trees(tmp_path: Path) -> tuple[Path, Path]:

@@ -11,21 +11,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from helpers import Ferry, describe, file_digests
+from helpers import Ferry, describe, file_digests, put
 from s3.conftest import bucket, s3ferry, server
 from s3.servers import S3Server
 
 __all__ = ["bucket", "s3ferry", "server"]  # the S3 tests' fixtures: each test runs on both servers
 
 T = 1_700_000_000_123_456_789
-
-
-def put(root: Path, rel: str, data: bytes, ns: int = T) -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.utime(p, ns=(ns, ns))
-    return p
 
 
 def local_tree(tmp_path: Path) -> Path:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from helpers import Ferry, describe, file_digests, snapshot
+from helpers import Ferry, describe, file_digests, put, snapshot
 from sftp.conftest import sshd
 from sftp.test_cli_sftp import ferry_as, url, user_home
 from sshd import SshServer
@@ -18,14 +18,6 @@ from sshd import SshServer
 __all__ = ["sshd"]  # the session's server, as the sftp tests use it
 
 T = 1_700_000_000_123_456_789  # nanoseconds: the host keeps whole seconds of it
-
-
-def put(root: Path, rel: str, data: bytes, ns: int = T) -> Path:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_bytes(data)
-    os.utime(p, ns=(ns, ns))
-    return p
 
 
 def local_tree(tmp_path: Path) -> Path:
