@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 
 from ferry.ui.main_window import MainWindow
-from ui.helpers_ui import StallMeter, fill_memory, make_tree, wait_job_shown
+from ui.helpers_ui import StallMeter, fill_memory, make_tree, settle, wait_job_shown
 
 LIMIT_MS = 100
 
 
 def test_100k_entry_listing_fills_in_without_freezing(qtbot, window: MainWindow) -> None:  # type: ignore[no-untyped-def]
     fill_memory("huge", "/many", 100_000)
+    settle(qtbot, window)
     meter = StallMeter()
     meter.start()
     seen_partial = []
@@ -42,6 +43,7 @@ def test_10k_file_transfer_keeps_the_window_responsive(qtbot, window: MainWindow
     src = make_tree(tmp_path / "src", 10_000, size=64)
     dst = tmp_path / "dst"
     dst.mkdir()
+    settle(qtbot, window)
     meter = StallMeter()
     meter.start()
     started = time.monotonic()

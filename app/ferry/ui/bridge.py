@@ -11,7 +11,6 @@ and join it before the window goes away (a late signal must never reach a delete
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import queue
@@ -28,7 +27,6 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 SWITCH_INTERVAL = 0.0005
-GC_GEN0, GC_GEN1, GC_GEN2 = 100_000, 20, 100
 WORKER_NICE = 5
 
 
@@ -97,12 +95,6 @@ class Bridge(QObject):
         # interval (5 ms by default), so a repaint of a few hundred cells could wait for seconds
         # behind a busy listing or transfer. A 0.5 ms interval keeps each wait short.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL))
-        # The cyclic garbage collector's passes hold the GIL; with the default thresholds a
-        # 100,000-entry listing triggered repeated older-generation passes over every entry
-        # (0.1-0.2 s each, a visible freeze). Rarer, larger young collections cost a few ms.
-        # (gc.freeze() did the same job but coincided with rare crashes under PySide6.)
-        gen0, gen1, gen2 = gc.get_threshold()
-        gc.set_threshold(max(gen0, GC_GEN0), max(gen1, GC_GEN1), max(gen2, GC_GEN2))
         self._deliver.connect(self._on_deliver)
         self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()

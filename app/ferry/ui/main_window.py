@@ -45,6 +45,7 @@ from ferry.credentials import prompts
 from ferry.transfers.watch import WatchSpec
 from ferry.ui.actions import THEME_MODES, SiteOffers, build_actions, shortcut_lines
 from ferry.ui.bridge import Bridge, background_priority
+from ferry.ui.collector import Collector
 from ferry.ui.compare_view import open_compare
 from ferry.ui.dialogs.conflict import ConflictAsker
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
@@ -163,6 +164,9 @@ class MainWindow(QMainWindow):
         self.left = Pane(self.bridge, self.pool, "leftPane")
         self.right = Pane(self.bridge, self.pool, "rightPane")
         self.active = self.left
+        # The cyclic garbage collector runs on this thread, in small steps (see ui/collector.py).
+        panes = (self.left, self.right)
+        self.collector = Collector(self, busy=lambda: any(p.loading for p in panes))
         tab = _TabSwitch(self)
         for pane in (self.left, self.right):
             pane.activated.connect(lambda p=pane: self._set_active(p))
@@ -698,6 +702,7 @@ class MainWindow(QMainWindow):
             log.exception("what to do with the unfinished transfers failed")
             sys.stderr.write("ferry: could not hand the unfinished transfers on; 'ferry queue list' shows them\n")
         self.bridge.shutdown()
+        self.collector.stop()
         self.pool.close_all()
         self.keep_awake.release()
         if self.tray is not None:

@@ -565,6 +565,9 @@ class Pane(QWidget):
                 batch.append(e)
                 if not len(batch) % YIELD_EVERY:
                     PAINT_GATE.wait()  # step aside while a view paints (see bridge.PaintGate)
+                    # ... and hand the GIL over now and then: the timer that runs the window's
+                    # slots waited up to 50 ms for it while the first batch was being built.
+                    time.sleep(0)
                 if len(batch) >= BATCH or time.monotonic() - last > BATCH_SECONDS:
                     everything += batch
                     hand_over(batch)
