@@ -352,7 +352,20 @@ class Delegator(Protocol):
     """A backend whose service can move a whole job's bytes itself (Globus). Asking costs no
     service call (a Globus backend's capabilities may need one)."""
 
-    def delegation(self, src: Backend, dst: Backend) -> JobDelegate | None: ...
+    def delegation(self, src: Backend, dst: Backend) -> JobDelegate | None:
+        """A delegate for this pair, None when the pair is not one this backend moves directly,
+        or :class:`NoDirectRoute` when it is but cannot be now (the reason goes to the user)."""
+        ...
+
+
+class NoDirectRoute(Exception):
+    """The pair could go direct (site to site) but this one cannot, for ``reason``: one sentence
+    for people ("the host has no curl", "the host cannot reach the endpoint"). The route choice
+    reads the type; nothing reads the sentence but people."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
