@@ -8,6 +8,8 @@ request are dropped, so a slow listing can never overwrite a newer one.
 from __future__ import annotations
 
 import os
+import posixpath
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -44,7 +46,7 @@ from PySide6.QtWidgets import (
 from ferry.backends.base import Entry
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import FerryError, describe
+from ferry.core.errors import FerryError, UsageError, describe
 from ferry.ui.bridge import PAINT_GATE, Bridge
 from ferry.ui.listing_model import EntryRole, ListingModel
 from ferry.ui.queue_service import SharedPool
@@ -298,10 +300,12 @@ class Pane(QWidget):
         self.path_edit = QLineEdit()
         self.path_edit.setObjectName("pathEdit")
         self.path_edit.setToolTip(
-            "A folder on this computer, a saved site (name:path) or a URL (sftp://, s3://, globus://)"
+            "A folder, a saved site (name:path), user@host[:path], host:/path, a URL (sftp://user@host:port/path, "
+            "s3://bucket/prefix, globus://COLLECTION/path) or a Globus collection id. In a remote pane, /path "
+            "and ~/path are on that server (file:///path for this computer)"
         )
-        self.path_edit.returnPressed.connect(lambda: self.navigate(self.path_edit.text().strip()))
-        self.path_edit.editingFinished.connect(lambda: self.path_stack.setCurrentWidget(self.crumbs))
+        self.path_edit.returnPressed.connect(self.go_typed)
+        self.path_edit.editingFinished.connect(self._edit_finished)
         self.path_stack.addWidget(self.crumbs)
         self.path_stack.addWidget(self.path_edit)
         self.path_stack.setFixedHeight(self.path_edit.sizeHint().height())
@@ -316,6 +320,14 @@ class Pane(QWidget):
         self.spinner.hide()
         path_row.addWidget(self.spinner)
         lay.addLayout(path_row)
+        # What was wrong with a typed address: one line under the address bar; nothing else changes.
+        self.address_error = QLabel("")
+        self.address_error.setObjectName("addressError")
+        self.address_error.setTextFormat(Qt.TextFormat.PlainText)
+        self.address_error.setStyleSheet("color: #c62828")
+        self.address_error.hide()
+        lay.addWidget(self.address_error)
+        self.path_edit.textEdited.connect(lambda _t: self.address_error.hide())
 
         self.view = FileView()
         self.view.setModel(self.model)
@@ -441,6 +453,30 @@ class Pane(QWidget):
         self.path_edit.setFocus()
         self.path_edit.selectAll()
 
+    def go_typed(self) -> None:
+        """Enter in the address bar: go to what was typed, read as :func:`quick_address` reads it
+        (quick connect, and paths on the pane's own server). Bad input leaves the bar open with
+        the text, says why under it, and changes nothing else."""
+        text = self.path_edit.text().strip()
+        try:
+            address = quick_address(text, self.address, self.resolve)
+        except FerryError as exc:
+            self._bad_address(exc.message)
+            return
+        self.navigate(address)
+
+    def _bad_address(self, text: str) -> None:
+        self.address_error.setText(text.splitlines()[0] if text else "Not an address")
+        self.address_error.setToolTip(text)
+        self.address_error.show()
+        self.status.emit(text)
+        self.path_stack.setCurrentWidget(self.path_edit)
+        self.path_edit.setFocus()
+
+    def _edit_finished(self) -> None:
+        if self.address_error.isHidden():  # after bad input the text stays for mending
+            self.path_stack.setCurrentWidget(self.crumbs)
+
     def open_first(self, target: str, fallback: str) -> None:
         """Open the folder a start begins in (the last session's). If it cannot be listed (a demo's
         folder deleted when the demo closed, a site that is gone), open ``fallback`` (the home
@@ -464,7 +500,7 @@ class Pane(QWidget):
         try:
             address = target if isinstance(target, Address) else self.resolve(target)
         except FerryError as exc:
-            self._show_error(exc.message)
+            self._bad_address(exc.message)
             return False
         if remember and self.address is not None and address != self.address:
             self._back.append(self.address)
@@ -522,6 +558,7 @@ class Pane(QWidget):
         self._sync_site(address)
         self.error_text = ""
         self.message.hide()
+        self.address_error.hide()
         self.crumbs.set_address(address)
         self.path_stack.setCurrentWidget(self.crumbs)
         self.setToolTip("")
@@ -681,3 +718,94 @@ def _resolve(text: str) -> Address:
     from ferry.credentials.sites import resolve_address
 
     return resolve_address(text)
+
+
+# user@host, user@host:path (scp's form); the host as a name, an IPv4 address or [IPv6].
+_SCP_RE = re.compile(
+    r"^(?P<user>[^@/:\s]+)@(?P<host>\[[0-9A-Fa-f:.%]+\]|[A-Za-z0-9_.-]+)(?::(?P<path>.*))?$", re.DOTALL
+)
+# host:/path, host:~/path, host: with a host that cannot be a saved site's name alone (a dot in it).
+_HOST_PATH_RE = re.compile(
+    r"^(?P<host>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)+|\[[0-9A-Fa-f:.%]+\]):(?P<path>.*)$", re.DOTALL
+)
+_UUID_RE = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+
+
+def quick_address(text: str, current: Address | None, resolve: Callable[[str], Address]) -> Address:
+    """What a pane's address bar makes of ``text``: every form ``ferry cp`` takes (paths, saved
+    sites as ``name:path``, ssh_config aliases, ``sftp://``, ``s3://``, ``globus://``, ``file://``),
+    plus quick connect: ``user@host``, ``user@host:path`` and ``host.domain:/path`` open that SSH
+    host (as scp reads them), a bare collection id opens that Globus collection. In a remote pane
+    (``current``), ``/path``, ``~``, ``~/path`` and relative names are on that pane's server, not
+    this computer. Raises :class:`UsageError` (one line) for what cannot be an address."""
+    if not text:
+        raise UsageError("Type a folder, a saved site (name:path) or an address such as sftp://host/path")
+    if "://" in text:
+        return resolve(text)  # URLs exactly as the command line takes them
+    if _UUID_RE.match(text):
+        return Address("globus", "/", host=text.lower(), trailing_slash=True)
+    scp = _SCP_RE.match(text)
+    if scp:
+        return _saved_or(text, resolve, lambda: _sftp(scp["host"], scp["path"], scp["user"]))
+    host_path = _HOST_PATH_RE.match(text)
+    if host_path:
+        return _saved_or(text, resolve, lambda: _sftp(host_path["host"], host_path["path"], None))
+    if current is not None and not current.is_local and not _SITE_FORM.match(text):
+        return on_server(current, text)
+    return resolve(text)
+
+
+_SITE_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]+:")
+
+
+def _saved_or(text: str, resolve: Callable[[str], Address], quick: Callable[[], Address]) -> Address:
+    """A saved site or ssh_config alias of that name wins (``cluster.lab:/x``); else quick connect."""
+    if ":" in text:
+        try:
+            found = resolve(text)
+        except UsageError:
+            pass
+        else:
+            if not found.is_local or found.site:  # (a local path would be a misreading)
+                return found
+    return quick()
+
+
+def _sftp(host: str, path: str | None, user: str | None) -> Address:
+    host = host[1:-1] if host.startswith("[") else host
+    rest = (path or "").strip()
+    if rest in ("~", "~/"):
+        rest = ""
+    elif rest.startswith("~/"):
+        rest = rest[2:]  # relative to the login folder, as sftp://host/~/path
+    trailing = rest.endswith("/") and len(rest) > 1
+    clean = posixpath.normpath(rest) if rest else ""
+    return Address("sftp", clean, host=host, user=user, trailing_slash=trailing)
+
+
+def on_server(current: Address, text: str) -> Address:
+    """``text`` typed in a pane showing ``current`` (remote): ``/path`` from the server's root,
+    ``~`` and ``~/path`` from the login (home) folder where the site has one, anything else
+    relative to the folder shown."""
+    scheme = current.scheme
+    trailing = text.endswith("/") and len(text) > 1
+    if text == "~" or text.startswith("~/"):
+        rest = text[2:]
+        if scheme == "sftp":
+            path = posixpath.normpath(rest) if rest.strip("/") else ""
+        elif scheme == "globus":
+            path = posixpath.normpath("/~/" + rest) + ("/" if not rest.strip("/") else "")
+        else:
+            raise UsageError(f"{scheme}:// sites have no home folder (~): type /path from the top instead")
+    elif text.startswith("/"):
+        path = posixpath.normpath(text)
+        if scheme == "s3":
+            path = path.lstrip("/")
+    else:
+        base = current.path or ("" if scheme in ("sftp", "s3") else "/")
+        path = posixpath.normpath(posixpath.join(base, text)) if base else posixpath.normpath(text)
+        if scheme == "s3":
+            path = "" if path.startswith("..") else path.lstrip("/")  # nothing above a bucket's top
+    if path == ".":
+        path = "" if scheme in ("sftp", "s3") else "/"
+    return replace(current, path=path, trailing_slash=trailing)
