@@ -369,6 +369,72 @@ class NoDirectRoute(Exception):
 
 
 @dataclass(frozen=True)
+class SignedRequest:
+    """One pre-signed HTTP request for another site's host to send (site to site): the URL and
+    the headers signed into it. The URL is a bearer secret: never log it, store it or put it on
+    a command line; ``repr`` leaves it out."""
+
+    method: str
+    url: str = field(repr=False)
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        """``scheme://host:port`` of the URL: what a sentence may name."""
+        from urllib.parse import urlsplit
+
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+
+@dataclass(frozen=True)
+class StoredObject:
+    """What a store keeps about one object's bytes, read back after another host sent them (or
+    before a host fetches them). Digests are lowercase hex; empty where the store keeps none."""
+
+    size: int
+    sha256: str = ""  # the store's own SHA-256 checksum of the whole object
+    md5: str = ""  # a single-part ETag that is the object's MD5 (not SSE-KMS, not multipart)
+    ferry_sha256: str = ""  # the SHA-256 Ferry stored with the object when it uploaded it
+
+
+@dataclass(frozen=True)
+class StoreChecks:
+    """Which checks a store makes on a body it receives (probed, see ``backends/s3/checksums``)."""
+
+    send_sha256: bool  # the store takes x-amz-checksum-sha256 on a PUT
+    checks_sha256: bool  # ... and refuses a body that does not match it
+    checks_md5: bool  # it refuses a body that does not match Content-MD5
+
+
+class UrlSigner(Protocol):
+    """Declared by stores that sign short-lived URLs for one object (S3), so another site's host
+    can move the bytes itself: ``ferry.backends.sftp.direct`` (SSH host <-> S3). Signing happens
+    here, on this computer: no store credential reaches the host."""
+
+    def sign_put(self, path: str, seconds: int, *, sha256: str | None, md5: str | None) -> SignedRequest:
+        """A PUT of one whole object at ``path``, with the SHA-256 and MD5 (hex) of the body signed
+        into it as ``x-amz-checksum-sha256`` and ``Content-MD5`` where given."""
+        ...
+
+    def sign_get(self, path: str, seconds: int) -> SignedRequest:
+        """A GET of the object at ``path``."""
+        ...
+
+    def sign_probe(self, seconds: int) -> SignedRequest:
+        """A HEAD on the bucket: can a host reach the store, and does the store take our signature."""
+        ...
+
+    def stored_object(self, path: str) -> StoredObject | None:
+        """What the store keeps about the object at ``path`` (a HEAD), None when there is none."""
+        ...
+
+    def store_checks(self, path: str) -> StoreChecks:
+        """Which body checks the store makes on a PUT near ``path`` (probed once)."""
+        ...
+
+
+@dataclass(frozen=True)
 class Features:
     """A backend's optional capabilities as typed handles (None where it has none)."""
 
@@ -377,6 +443,7 @@ class Features:
     server_copier: ServerCopier | None = None
     batches: Batches | None = None
     source_evidence: SourceEvidence | None = None
+    url_signer: UrlSigner | None = None
 
 
 @dataclass(frozen=True)
@@ -398,6 +465,7 @@ _MEMBERS: dict[type, tuple[str, ...]] = {
     Batches: ("batch_usable", "write_batch", "commit_batch", "read_batch"),
     SourceEvidence: ("evidence_for",),
     Delegator: ("delegation",),
+    UrlSigner: ("sign_put", "sign_get", "sign_probe", "stored_object", "store_checks"),
 }
 
 
@@ -505,6 +573,7 @@ class Backend(ABC):
                 source_evidence=(
                     cast(SourceEvidence, self) if caps.source_evidence and implements(self, SourceEvidence) else None
                 ),
+                url_signer=cast(UrlSigner, self) if caps.presign and implements(self, UrlSigner) else None,
             )
             self.__dict__["_features"] = found
         return found

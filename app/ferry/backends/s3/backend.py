@@ -45,7 +45,7 @@ from ferry.backends.s3.probes import StoreProbes
 from ferry.backends.s3.reader import BodyReader, RangedReader, RestReader, total_size
 from ferry.backends.s3.restore import request_restore, wait_until_readable
 from ferry.backends.s3.settings import MIN_PART, S3Settings, settings_for
-from ferry.backends.s3.share import REVOKE_NOTE, presign
+from ferry.backends.s3.share import REVOKE_NOTE, DirectUrls, presign
 from ferry.backends.s3.writer import S3Writer
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
@@ -65,7 +65,7 @@ from ferry.sharing.types import Link, ShareRequest
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
 
-class S3Backend(Backend):
+class S3Backend(DirectUrls, Backend):
     scheme = "s3"
     capabilities = Capabilities(
         range_read=True,

@@ -4,11 +4,13 @@ with a custom endpoint would sign SigV2, which stores refuse), never by the lean
 
 from __future__ import annotations
 
+import base64
 import posixpath
 from datetime import UTC, datetime, timedelta
 
-from ferry.backends.s3.connection import S3Connection
-from ferry.core.errors import FerryError, UsageError
+from ferry.backends.base import SignedRequest, StoreChecks, StoredObject
+from ferry.backends.s3.connection import S3Connection, key_of
+from ferry.core.errors import FerryError, NotFound, UsageError
 from ferry.sharing.types import Link, ShareRequest
 
 MAX_PRESIGN = timedelta(days=7)  # SigV4's limit on X-Amz-Expires
@@ -17,6 +19,10 @@ REVOKE_NOTE = (
     "S3 pre-signed links cannot be revoked early: they stop working when they expire, or when the "
     "access key that signed them is deactivated or rotated"
 )
+
+
+def b64(digest: bytes) -> str:
+    return base64.b64encode(digest).decode("ascii")
 
 
 def temporary_credentials(conn: S3Connection) -> bool:
@@ -96,3 +102,63 @@ def _sign(conn: S3Connection, key: str, request: ShareRequest, seconds: int) -> 
     conn.head(key)  # a link to nothing helps no one: fail now with "No such object"
     url = client.generate_presigned_url("get_object", Params={"Bucket": conn.bucket, "Key": key}, ExpiresIn=seconds)
     return "download", url, {"curl": f"curl -f -o {shlex.quote(name)} {shlex.quote(url)}"}
+
+
+# -- site to site: URLs another site's host sends (backends.base.UrlSigner) --
+
+
+class DirectUrls:
+    """:class:`~ferry.backends.base.UrlSigner` for :class:`~ferry.backends.s3.S3Backend`: short
+    pre-signed requests for one object each, which an SSH host runs with its own ``curl``
+    (``backends/sftp/direct.py``). Signed here by botocore; the host never sees a credential."""
+
+    conn: S3Connection
+
+    def sign_put(self, path: str, seconds: int, *, sha256: str | None, md5: str | None) -> SignedRequest:
+        params: dict[str, str] = {"Bucket": self.conn.bucket, "Key": key_of(path)}
+        headers: dict[str, str] = {}
+        if sha256:
+            params["ChecksumSHA256"] = headers["x-amz-checksum-sha256"] = b64(bytes.fromhex(sha256))
+        if md5:
+            params["ContentMD5"] = headers["Content-MD5"] = b64(bytes.fromhex(md5))
+        url = self._signed("put_object", params, seconds, path)
+        return SignedRequest("PUT", url, headers)
+
+    def sign_get(self, path: str, seconds: int) -> SignedRequest:
+        url = self._signed("get_object", {"Bucket": self.conn.bucket, "Key": key_of(path)}, seconds, path)
+        return SignedRequest("GET", url)
+
+    def sign_probe(self, seconds: int) -> SignedRequest:
+        return SignedRequest("HEAD", self._signed("head_bucket", {"Bucket": self.conn.bucket}, seconds, ""))
+
+    def _signed(self, operation: str, params: dict[str, str], seconds: int, path: str) -> str:
+        try:
+            return str(self.conn.client.generate_presigned_url(operation, Params=params, ExpiresIn=seconds))
+        except Exception as exc:
+            raise self.conn.err(exc, f"signing a request for {self.conn.display(key_of(path))}") from exc
+
+    def stored_object(self, path: str) -> StoredObject | None:
+        from ferry.backends.s3.evidence import Facts
+
+        key = key_of(path)
+        try:
+            head = self.conn.call(self.conn.display(key), self.conn.client.head_object, Key=key, ChecksumMode="ENABLED")
+        except NotFound:
+            return None
+        size = int(head.get("ContentLength") or 0)
+        facts = Facts.from_head(head, size)
+        sha = facts.checksums.get("SHA256", "")
+        whole = sha and facts.checksum_type != "COMPOSITE" and "-" not in sha
+        md5 = facts.etag if facts.etag_is_md5 and facts.parts == 0 and len(facts.etag) == 32 else ""
+        return StoredObject(
+            size=size,
+            sha256=base64.b64decode(sha).hex() if whole else "",
+            md5=md5.lower(),
+            ferry_sha256=facts.ferry_sha256.lower(),
+        )
+
+    def store_checks(self, path: str) -> StoreChecks:
+        from ferry.backends.s3.checksums import support
+
+        found = support(self.conn, key_of(path))
+        return StoreChecks(found.send_sha256, found.checks_sha256, found.checks_md5)

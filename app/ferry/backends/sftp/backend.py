@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from ferry.backends.base import Backend, BatchData, Capabilities, Entry, Kind, Reader, temp_name
+from ferry.backends.base import Backend, BatchData, Capabilities, Entry, JobDelegate, Kind, Reader, temp_name
 from ferry.backends.sftp.errors import is_failure, map_error, refused_write
 from ferry.backends.sftp.host import host_for
 from ferry.backends.sftp.protocol import entry_of, from_wire, listdir, wire
@@ -314,6 +314,13 @@ class SFTPBackend(Backend):
         from ferry.backends.sftp import batches
 
         return batches.read_batch(self, [self._abs(p) for p in paths])
+
+    def delegation(self, src: Backend, dst: Backend) -> JobDelegate | None:
+        """Site to site: between this host and an S3 bucket the host's ``curl`` moves the bytes
+        (``direct.py``); :class:`~ferry.backends.base.NoDirectRoute` says why not where it cannot."""
+        from ferry.backends.sftp.direct import direct_route
+
+        return direct_route(self, self._host.shell, src, dst)
 
     def close(self) -> None:
         """Connections are shared per host for the whole process (one login per host per run)."""

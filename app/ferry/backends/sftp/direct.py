@@ -1,0 +1,505 @@
+"""Site to site: an SSH host and an S3 bucket move the bytes between them, not this computer.
+
+The SFTP backend's delegation for (sftp, s3) and (s3, sftp) pairs (:func:`direct_route`). Ferry
+lists the source and decides each file here; the host runs ``curl`` over the SSH session Ferry
+already holds, with a URL Ferry signed for that one object (through the store's declared
+:class:`~ferry.backends.base.UrlSigner`: no store credential reaches the host). Each URL lasts
+:func:`url_ttl` seconds (ten minutes by default, ``FERRY_DIRECT_URL_TTL``) and is signed just
+before its file starts. The URL and its headers go to ``curl -K -`` on **standard input**: never
+on a command line (the host's process list), in a log, the queue or an exception.
+
+Upload (host to S3), per file: the host hashes the file (``sha256sum`` or ``shasum -a 256``, and
+``md5sum``); Ferry signs a PUT with both digests signed in (``x-amz-checksum-sha256`` where the
+store takes it, ``Content-MD5``); ``curl --fail -T FILE`` sends it; then Ferry reads back what
+the store keeps (HeadObject with checksums) and compares it with the host's digests: a
+single-part ETag is the MD5 of what the store received; a stored SHA-256 counts only where the
+store was seen to refuse a wrong one (``backends/s3/checksums.py``), since some stores keep
+whatever they are sent. Files over 5 GiB (a single PUT's limit) fail with a sentence saying so:
+copy them with the relay route.
+
+Download (S3 to host), per file: ``curl --fail -o`` into a partial name beside the file (created
+fresh with ``set -C``, never through a link), the host hashes what landed, Ferry compares with the
+store's SHA-256, else the SHA-256 Ferry stored with the object, else a single-part ETag (MD5),
+else the size only (said so); then the partial file is renamed into place by the SFTP backend's
+confined view under the job's conflict policy.
+
+The host and its reach are probed once per host and endpoint per process (:func:`probe`); a host
+that cannot go direct raises :class:`~ferry.backends.base.NoDirectRoute` with one sentence.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shlex
+import threading
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from ferry.backends.base import (
+    Backend,
+    DelegatedJob,
+    DelegatedRow,
+    DelegationSink,
+    Entry,
+    Kind,
+    NoDirectRoute,
+    SignedRequest,
+    StoreChecks,
+    StoredObject,
+    UrlSigner,
+    temp_name,
+)
+from ferry.backends.sftp.shell import RemoteShell
+from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, Transient, Unsupported
+from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
+
+DEFAULT_TTL = 600  # seconds a signed URL lasts
+MAX_SINGLE_PUT = 5 << 30  # S3's limit for one PUT
+_URL = re.compile(r"(https?://[^\s/?#'\"]+)[^\s'\"]*")
+
+
+def url_ttl() -> int:
+    """Seconds a signed URL lasts: ``FERRY_DIRECT_URL_TTL``, else ten minutes."""
+    try:
+        return max(1, int(os.environ.get("FERRY_DIRECT_URL_TTL", DEFAULT_TTL)))
+    except ValueError:
+        return DEFAULT_TTL
+
+
+def streams() -> int:
+    """Files moved at once (each a ``curl`` on its own SSH channel): ``FERRY_DIRECT_STREAMS``, else 4."""
+    try:
+        return max(1, int(os.environ.get("FERRY_DIRECT_STREAMS", "4")))
+    except ValueError:
+        return 4
+
+
+def redact(text: str) -> str:
+    """``text`` with every URL cut to its scheme and host (curl's words may quote one)."""
+    return _URL.sub(r"\1/…", text)
+
+
+def curl_config(req: SignedRequest) -> bytes:
+    """``req`` as a curl config file (``curl -K -`` reads it from standard input)."""
+
+    def quoted(value: str) -> str:
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [f"url = {quoted(req.url)}"]
+    lines += [f"header = {quoted(f'{k}: {v}')}" for k, v in req.headers.items()]
+    if req.method == "HEAD":
+        lines.append("head")
+    return ("\n".join(lines) + "\n").encode()
+
+
+# ---------------------------------------------------------------- the probe
+
+
+@dataclass(frozen=True)
+class HostTools:
+    """What the host has for the direct route (all found by one probe)."""
+
+    sha256: str  # the command that prints a SHA-256 of its standard input
+    md5: str | None  # md5sum, where the host has it
+
+
+_probed: dict[tuple[str, str], HostTools | str] = {}
+_probe_lock = threading.Lock()
+
+_PROBE = (
+    "command -v curl >/dev/null 2>&1 || { echo no-curl; exit 0; }; "
+    "if command -v sha256sum >/dev/null 2>&1; then echo sha=sha256sum; "
+    "elif command -v shasum >/dev/null 2>&1; then echo sha=shasum; fi; "
+    "command -v md5sum >/dev/null 2>&1 && echo md5=md5sum; "
+    "curl -sS -o /dev/null -w 'http=%{http_code}\\n' --max-time 20 -K - 2>/dev/null; echo rc=$?"
+)
+
+
+def probe(host: Backend, shell: RemoteShell, signer: UrlSigner) -> HostTools:
+    """The host's tools, once it is known to have curl and a SHA-256 tool and to reach the
+    store (a signed HEAD on the bucket, run on the host); else :class:`NoDirectRoute`."""
+    req = signer.sign_probe(60)
+    key = (host.endpoint, req.endpoint)
+    with _probe_lock:
+        found = _probed.get(key)
+        if found is None:
+            found = _probe_once(host, shell, req)
+            _probed[key] = found
+    if isinstance(found, str):
+        raise NoDirectRoute(found)
+    return found
+
+
+def forget_probes() -> None:
+    """Probe again on next use (tests; a host whose software changed)."""
+    with _probe_lock:
+        _probed.clear()
+
+
+def _probe_once(host: Backend, shell: RemoteShell, req: SignedRequest) -> HostTools | str:
+    name = host.address.host or host.endpoint
+    try:
+        _rc, out, _err = shell.run(_PROBE, timeout=60, stdin=curl_config(req))
+    except FerryError as exc:
+        return f"the host {name} runs no commands for Ferry ({exc.message})"
+    words = dict(line.split("=", 1) for line in out.decode(errors="replace").split() if "=" in line)
+    if b"no-curl" in out.split():
+        return f"the host {name} has no curl"
+    if "sha" not in words:
+        return f"the host {name} has no sha256sum (or shasum) to check what it sends and receives"
+    status = words.get("http", "000")
+    if words.get("rc") != "0" and status == "000":
+        return f"the host {name} cannot reach {req.endpoint}"
+    if not status.startswith("2"):
+        return f"the host {name} reaches {req.endpoint}, but the store answered HTTP {status} to a signed request"
+    sha = "shasum -a 256" if words["sha"] == "shasum" else "sha256sum"
+    return HostTools(sha256=sha, md5=words.get("md5"))
+
+
+def direct_route(host: Backend, shell: RemoteShell, src: Backend, dst: Backend) -> HostS3Route | None:
+    """The direct route between the SSH ``host`` (one of ``src`` and ``dst``, its commands run by
+    ``shell``) and an S3 bucket, either way; None for any other pair; :class:`NoDirectRoute` when
+    the host cannot go direct now."""
+    if src is host and dst.scheme == "s3":
+        store, upload = dst, True
+    elif dst is host and src.scheme == "s3":
+        store, upload = src, False
+    else:
+        return None
+    signer = store.features.url_signer
+    if signer is None:
+        return None
+    tools = probe(host, shell, signer)
+    return HostS3Route(host, shell, store, signer, tools, upload=upload)
+
+
+# ---------------------------------------------------------------- the job
+
+
+@dataclass
+class _Outcome:
+    row: DelegatedRow
+    state: TaskState
+    verification: Verification | None = None
+    error: str | None = None
+    moved: int = 0  # bytes the host sent or received
+
+
+@dataclass
+class _Plan:
+    """One job's walk: rows to do, in order."""
+
+    files: list[tuple[DelegatedRow, Entry]] = field(default_factory=list)
+
+
+class HostS3Route:
+    """One Ferry job moved by the SSH host's ``curl`` (see the module's docstring)."""
+
+    def __init__(
+        self, host: Backend, shell: RemoteShell, store: Backend, signer: UrlSigner, tools: HostTools, *, upload: bool
+    ) -> None:
+        self.host = host
+        self.shell = shell
+        self.store = store
+        self.signer = signer
+        self.tools = tools
+        self.upload = upload
+        self.src: Backend = host if upload else store
+        self.dst: Backend = store if upload else host
+        self._checks: StoreChecks | None = None
+
+    @property
+    def route(self) -> str:
+        """For people: "direct: host → s3://bucket"."""
+        if self.upload:
+            return f"direct: {self.host.address.host} → {self.store.display('')}"
+        return f"direct: {self.store.display('')} → {self.host.address.host}"
+
+    # ---- the job ----
+    def run_job(self, job: DelegatedJob, sink: DelegationSink) -> None:
+        sink.job_changed(self.route)
+        writer: Backend = self.host.confined(self._dst_folders(job)) if not self.upload else self.store
+        seen: set[str] = set()
+        with ThreadPoolExecutor(max_workers=streams(), thread_name_prefix=f"ferry-direct-{job.id}") as pool:
+            running: set[Future[_Outcome]] = set()
+            for row, entry in self._walk(job, sink, writer, seen):
+                if sink.cancel.cancelled:
+                    break
+                sink.accounting.add_total(1, entry.size or 0)
+                running.add(pool.submit(self._one_file, job, writer, row, entry))
+                if len(running) >= 2 * streams():
+                    done, running = _wait_some(running)
+                    self._record(sink, done)
+            while running:
+                done, running = _wait_some(running)
+                self._record(sink, done)
+        if sink.cancel.cancelled:
+            if sink.cancel.reason == "cancel":
+                sink.finish_rows(list(sink.open_rows()), TaskState.CANCELLED, error="cancelled")
+            return  # paused or stopped: finished files stay; the next run continues
+        left = [r for r in sink.open_rows() if r.src not in seen]
+        if left:
+            sink.finish_rows(left, TaskState.FAILED, error="no longer at the source")
+
+    def _dst_folders(self, job: DelegatedJob) -> list[str]:
+        out = []
+        for src_path, dst_path, _rel in job.roots:
+            try:
+                is_dir = self.src.stat(src_path).is_dir
+            except FerryError:
+                is_dir = False
+            out.append(dst_path if is_dir else posixpath.dirname(dst_path.rstrip("/")) or "/")
+        return out
+
+    def _walk(
+        self, job: DelegatedJob, sink: DelegationSink, writer: Backend, seen: set[str]
+    ) -> Iterator[tuple[DelegatedRow, Entry]]:
+        """Each file under the job's roots; folders are made (downloads) and recorded on the way."""
+        for src_path, dst_path, rel in job.roots:
+            try:
+                root = self.src.stat(src_path)
+            except FerryError as exc:
+                sink.finish_rows([DelegatedRow("file", src_path, dst_path, rel)], TaskState.FAILED, error=exc.message)
+                continue
+            items: Iterator[tuple[str, Entry]] = (
+                iter([("", root)]) if not root.is_dir else _with_root(root, self.src.walk(src_path, sink.cancel))
+            )
+            for sub, entry in items:
+                if sink.cancel.cancelled:
+                    return
+                target = self.dst.join(dst_path, sub) if sub else dst_path
+                row_rel = posixpath.join(rel, sub) if sub else rel
+                row = DelegatedRow(
+                    "dir" if entry.is_dir else "file", entry.path, target, row_rel, entry.size, _mtime_us(entry)
+                )
+                seen.add(entry.path)
+                if entry.is_dir:
+                    self._folder(writer, sink, row)
+                elif entry.kind is Kind.FILE:
+                    yield row, entry
+                else:
+                    sink.finish_rows([row], TaskState.SKIPPED, error="not a regular file")
+
+    def _folder(self, writer: Backend, sink: DelegationSink, row: DelegatedRow) -> None:
+        try:
+            if not self.upload:
+                writer.mkdir(row.dst, parents=True, exist_ok=True)
+        except FerryError as exc:
+            sink.finish_rows([row], TaskState.FAILED, error=exc.message)
+            return
+        sink.finish_rows([row], TaskState.DONE, verification=FOLDER)
+
+    def _record(self, sink: DelegationSink, done: set[Future[_Outcome]]) -> None:
+        for fut in done:
+            out = fut.result()
+            sink.finish_rows([out.row], out.state, verification=out.verification, error=out.error)
+            if out.state is TaskState.DONE:
+                sink.accounting.add_bytes(out.row.size or out.moved)
+            skipped = out.row.size or 0 if out.state is TaskState.SKIPPED else 0
+            sink.accounting.file_finished(out.state.value, skipped)
+
+    def _one_file(self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry) -> _Outcome:
+        try:
+            if self.upload:
+                return self._upload(job, row, entry)
+            return self._download(job, writer, row, entry)
+        except FerryError as exc:
+            return _Outcome(row, TaskState.FAILED, error=redact(exc.message))
+        except Exception as exc:  # a bug or a library's surprise: this file fails, the job goes on
+            return _Outcome(row, TaskState.FAILED, error=redact(f"{type(exc).__name__}: {exc}"))
+
+    # ---- host commands ----
+    def _run(self, command: str, stdin: bytes | None = None, timeout: float = 24 * 3600) -> tuple[int, str, str]:
+        rc, out, err = self.shell.run(command, timeout=timeout, stdin=stdin)
+        return rc, out.decode(errors="replace"), redact(err.decode(errors="replace").strip())
+
+    def _hashes(self, path: str, *, md5: bool) -> tuple[int, str, str | None]:
+        """(size, sha256, md5) of the regular file ``path`` on the host, by the host's tools."""
+        tools = [self.tools.sha256] + ([self.tools.md5] if md5 and self.tools.md5 else [])
+        q = shlex.quote(path)
+        command = f'f={q}; [ -f "$f" ] && [ ! -L "$f" ] || exit 3; wc -c < "$f"' + "".join(
+            f' && {t} < "$f"' for t in tools
+        )
+        rc, out, err = self._run(command, timeout=3600)
+        words = out.split()
+        if rc == 3:
+            raise NotFound(f"Not a regular file on the host: {self.host.display(path)}")
+        if rc != 0 or len(words) < 1 + 2 * len(tools):
+            raise Transient(f"The host could not hash {self.host.display(path)}: {err or f'exit {rc}'}")
+        return int(words[0]), words[1].lower(), (words[3].lower() if len(tools) > 1 else None)
+
+    def _curl(self, req: SignedRequest, args: str, what: str) -> None:
+        rc, _out, err = self._run(f"curl --fail -sS --retry 2 -K - {args}", stdin=curl_config(req))
+        if rc == 0:
+            return
+        if rc == 22 and "403" in err:
+            raise Transient(f"The store refused the host's signed request for {what} (expired?): {err}")
+        raise Transient(f"The host's curl failed for {what} (exit {rc}): {err or 'no message'}")
+
+    # ---- upload: host to S3 ----
+    def _upload(self, job: DelegatedJob, row: DelegatedRow, entry: Entry) -> _Outcome:
+        shown = self.store.display(row.dst)
+        if (entry.size or 0) > MAX_SINGLE_PUT:
+            raise Unsupported(
+                f"{self.host.display(row.src)} is over 5 GiB, which the direct route does not send yet "
+                "(one PUT at most): copy it through this computer (relay)"
+            )
+        size, sha, md5 = self._hashes(row.src, md5=True)
+        existing = self.signer.stored_object(row.dst)
+        if existing is not None:
+            kept = self._existing(job, row, existing, size, sha, md5)
+            if kept is not None:
+                return kept
+        checks = self.store_checks(row.dst)
+        req = self.signer.sign_put(row.dst, url_ttl(), sha256=sha if checks.send_sha256 else None, md5=md5)
+        self._curl(req, f"-o /dev/null -T {shlex.quote(row.src)}", shown)
+        stored = self.signer.stored_object(row.dst)
+        if stored is None:
+            raise Transient(f"The store holds no object at {shown} after the host's upload")
+        v = upload_verification(stored, size, sha, md5, checks)
+        return _Outcome(row, TaskState.DONE, v, moved=size)
+
+    def store_checks(self, path: str) -> StoreChecks:
+        if self._checks is None:
+            self._checks = self.signer.store_checks(path)
+        return self._checks
+
+    def _existing(
+        self, job: DelegatedJob, row: DelegatedRow, stored: StoredObject, size: int, sha: str, md5: str | None
+    ) -> _Outcome | None:
+        """An object already at the destination: done if it holds the same bytes, else what the
+        conflict policy says (None: replace it)."""
+        same = stored.size == size and (
+            stored.sha256 == sha or stored.ferry_sha256 == sha or bool(md5 and stored.md5 == md5)
+        )
+        if same:
+            v = Verification(Level.CHECKSUM, "sha256", (Evidence.HOST_TOOL,), "already in place: the same checksum")
+            return _Outcome(row, TaskState.DONE, v)
+        return self._policy(job, row)
+
+    def _policy(self, job: DelegatedJob, row: DelegatedRow) -> _Outcome | None:
+        policy = job.on_conflict
+        if policy == "overwrite" or policy in ("different", "resume"):
+            return None
+        if policy == "newer":
+            dst_mtime = self.dst.stat(row.dst).own_mtime_ns or 0
+            if row.mtime_us is not None and row.mtime_us * 1000 > dst_mtime:
+                return None
+        if policy == "rename":
+            raise Unsupported("the direct route cannot keep both copies under a new name (--on-conflict rename)")
+        return _Outcome(row, TaskState.SKIPPED, error=f"kept: {self.dst.display(row.dst)} already exists")
+
+    # ---- download: S3 to host ----
+    def _download(self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry) -> _Outcome:
+        stored = self.signer.stored_object(row.src)
+        if stored is None:
+            raise NotFound(f"Not found: {self.store.display(row.src)}")
+        need_md5 = not (stored.sha256 or stored.ferry_sha256) and bool(stored.md5)
+        folder, name = posixpath.split(row.dst)
+        try:
+            there = writer.stat(row.dst)
+        except NotFound:
+            there = None
+        if there is not None:
+            size, sha, md5 = self._hashes(row.dst, md5=need_md5)
+            if download_verification(stored, size, sha, md5).level is Level.CHECKSUM:
+                v = Verification(Level.CHECKSUM, "sha256", (Evidence.HOST_TOOL,), "already in place: the same checksum")
+                return _Outcome(row, TaskState.DONE, v)
+            kept = self._policy(job, row)
+            if kept is not None:
+                return kept
+        writer.mkdir(folder, parents=True, exist_ok=True)
+        partial = posixpath.join(folder, temp_name(name, f"direct{job.id}"))
+        q = shlex.quote(partial)
+        req = self.signer.sign_get(row.src, url_ttl())
+        # A fresh partial file: an old one (or a link of that name) is removed, never followed.
+        self._run(f"rm -f {q} && (set -C; : > {q})", timeout=60)
+        try:
+            self._curl(req, f"-o {q}", self.store.display(row.src))
+            size, sha, md5 = self._hashes(partial, md5=need_md5)
+            v = download_verification(stored, size, sha, md5)
+            if v.level is Level.NONE:
+                raise ChecksumMismatch(f"{self.host.display(row.dst)}: {v.note}")
+            try:
+                writer.rename(partial, row.dst, overwrite=there is not None)
+            except AlreadyExists:
+                return _Outcome(row, TaskState.SKIPPED, error=f"kept: {self.host.display(row.dst)} appeared meanwhile")
+        except BaseException:
+            self._run(f"rm -f {q}", timeout=60)
+            raise
+        if job.preserve_mtime and entry.own_mtime is not None:
+            try:
+                writer.set_mtime(row.dst, entry.own_mtime, entry.own_mtime_ns)
+            except FerryError as exc:
+                v = v.with_note(f"time not kept: {exc.message}")
+        return _Outcome(row, TaskState.DONE, v, moved=size)
+
+
+def upload_verification(
+    stored: StoredObject, size: int, sha: str, md5: str | None, checks: StoreChecks
+) -> Verification:
+    """What the store's own record of an uploaded object proves about the host's file.
+
+    Raises :class:`ChecksumMismatch` when the store holds other bytes than the host hashed."""
+    if stored.size != size:
+        raise ChecksumMismatch(f"the store holds {stored.size:,} bytes, the host's file {size:,}")
+    evidence: list[Evidence] = [Evidence.HOST_TOOL]
+    algo = None
+    if stored.md5 and md5:
+        if stored.md5 != md5:
+            raise ChecksumMismatch("the store's ETag (MD5 of what it received) differs from the host's md5sum")
+        evidence.append(Evidence.S3_ETAG_MD5)
+        algo = "md5"
+    if checks.checks_sha256 and stored.sha256:
+        if stored.sha256 != sha:
+            raise ChecksumMismatch("the store's SHA-256 differs from the host's sha256sum")
+        evidence.append(Evidence.S3_CHECKSUM)
+        algo = "sha256"
+    if checks.checks_md5 and md5:
+        evidence.append(Evidence.S3_CONTENT_MD5)
+        algo = algo or "md5"
+    if algo is None:
+        return Verification(
+            Level.SIZE,
+            None,
+            (Evidence.HOST_TOOL,),
+            "size only: the store keeps no checksum it computed itself (no MD5 ETag, no SHA-256 it checks)",
+        )
+    return Verification(Level.CHECKSUM, algo, tuple(evidence), f"{algo} match: the store's record of what it received")
+
+
+def download_verification(stored: StoredObject, size: int, sha: str, md5: str | None) -> Verification:
+    """What landed on the host (its size and the host's digests) against what the store keeps.
+    Level NONE (with the reason) when they differ."""
+    if size != stored.size:
+        return Verification(Level.NONE, None, (), f"{size:,} bytes landed, the store has {stored.size:,}")
+    for expected, evidence, algo, got in (
+        (stored.sha256, Evidence.S3_CHECKSUM, "sha256", sha),
+        (stored.ferry_sha256, Evidence.FERRY_METADATA, "sha256", sha),
+        (stored.md5, Evidence.S3_ETAG_MD5, "md5", md5),
+    ):
+        if expected and got:
+            if expected != got:
+                return Verification(Level.NONE, algo, (), f"the host's {algo} differs from the store's")
+            return Verification(Level.CHECKSUM, algo, (Evidence.HOST_TOOL, evidence), f"{algo} match")
+    return Verification(
+        Level.SIZE, None, (), "size only: the store keeps no checksum for this object (multipart, none added)"
+    )
+
+
+def _wait_some(running: set[Future[_Outcome]]) -> tuple[set[Future[_Outcome]], set[Future[_Outcome]]]:
+    done, rest = wait(running, return_when=FIRST_COMPLETED)
+    return set(done), set(rest)
+
+
+def _with_root(root: Entry, walk: Iterator[tuple[str, Entry]]) -> Iterator[tuple[str, Entry]]:
+    yield "", root
+    yield from walk
+
+
+def _mtime_us(entry: Entry) -> int | None:
+    ns = entry.own_mtime_ns
+    return ns // 1000 if ns is not None else None

@@ -1,0 +1,287 @@
+"""Site to site (issue 22): an SSH host and an S3 bucket move the bytes themselves, through the
+host's ``curl`` with URLs Ferry signs (``backends/sftp/direct.py``).
+
+Everything is real and on loopback: the OpenSSH sshd fixture is the host, the moto server the
+store, and the host's ``curl`` reaches the store directly (both on 127.0.0.1). Ferry runs as the
+``ferry`` command in a child process whose SFTP and S3 readers and writers count their use, so a
+test can say no byte passed through Ferry. The host's ``PATH`` is a folder of our own (sshd's
+``SetEnv``): a ``curl`` that waits a little before it runs (so ``ps`` sees it), or none at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferry.backends.base import NoDirectRoute
+from ferry.backends.sftp.direct import forget_probes
+from helpers import Ferry, describe, file_events, result_event
+from s3.conftest import make_backend
+from s3.servers import S3Server, shared_server
+from sftp.conformance_site import sftp_backend
+from sftp.tcp_proxy import TcpProxy
+from sftp.test_cli_sftp import url, user_home
+from sshd import SshServer
+
+# Runs ``ferry`` with every byte path of the SFTP and S3 backends counted: at exit it prints how
+# many times any of them was used (zero when the host moved everything).
+_COUNTING = """
+import atexit, sys
+from ferry.backends.sftp.backend import SFTPBackend, ConfinedSFTP
+from ferry.backends.s3.backend import S3Backend
+used = []
+def counted(cls, name):
+    real = cls.__dict__.get(name)
+    if real is None:
+        return
+    def wrapper(self, *a, **k):
+        used.append(cls.__name__ + "." + name)
+        return real(self, *a, **k)
+    setattr(cls, name, wrapper)
+for cls in (SFTPBackend, ConfinedSFTP, S3Backend):
+    for name in ("open_read", "open_write", "read_batch", "write_batch", "server_copy"):
+        counted(cls, name)
+atexit.register(lambda: print("BYTE-PATHS-USED", len(used), *sorted(set(used)), file=sys.stderr))
+from ferry.__main__ import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+_TOOLS = ("sh", "cat", "rm", "wc", "sha256sum", "md5sum", "sleep", "mv", "mkdir", "env")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probes() -> Iterator[None]:
+    forget_probes()
+    yield
+    forget_probes()
+
+
+@pytest.fixture
+def moto() -> S3Server:
+    try:
+        return shared_server("moto")
+    except RuntimeError as exc:
+        pytest.skip(f"moto S3 server unavailable: {exc}")
+
+
+def host_path(folder: Path, *, curl: bool, delay: float = 0.0) -> Path:
+    """A folder for the host's PATH: the few tools the route uses, and ``curl`` (waiting ``delay``
+    seconds first, so a test sees it in ``ps``) only if asked."""
+    folder.chmod(0o755)
+    for tool in _TOOLS:
+        found = shutil.which(tool)
+        assert found, tool
+        (folder / tool).symlink_to(found)
+    if curl:
+        real = shutil.which("curl")
+        assert real, "curl"
+        script = folder / "curl"
+        script.write_text(f'#!/bin/sh\nsleep {delay}\nexec {real} "$@"\n')
+        script.chmod(0o755)
+    return folder
+
+
+@pytest.fixture
+def host(sshd_factory: Callable[..., SshServer]) -> Iterator[Callable[..., SshServer]]:
+    """``host(curl=True, delay=0.3)``: an sshd whose sessions get a PATH of our own (in /tmp,
+    where the login user can reach it)."""
+    made: list[Path] = []
+
+    def start(*, curl: bool = True, delay: float = 0.0) -> SshServer:
+        folder = Path(tempfile.mkdtemp(prefix="ferry-hostbin-", dir="/tmp"))
+        made.append(folder)
+        host_path(folder, curl=curl, delay=delay)
+        return sshd_factory(extra_config=[f"SetEnv PATH={folder}"])
+
+    yield start
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def seed_remote(folder: Path, server: SshServer) -> dict[str, bytes]:
+    files = {
+        "a.txt": b"alpha\n",
+        "empty": b"",
+        "sub/b.bin": os.urandom(300_000),
+        "sub/deeper/c.dat": os.urandom(3 << 20),
+    }
+    for rel, data in files.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_bytes(data)
+    server.chown(folder)
+    return files
+
+
+def bucket_files(server: S3Server, bucket: str, prefix: str) -> dict[str, bytes]:
+    client = server.client()
+    out = {}
+    for obj in client.list_objects_v2(Bucket=bucket, Prefix=prefix).get("Contents", []):
+        out[obj["Key"][len(prefix) :]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+    return out
+
+
+def byte_paths_used(stderr: str) -> int:
+    line = next(x for x in stderr.splitlines() if x.startswith("BYTE-PATHS-USED"))
+    return int(line.split()[1])
+
+
+def ferry_for(server: SshServer, store: S3Server, tmp_path: Path) -> Ferry:
+    """``ferry`` with a home that knows the host (key, known_hosts) and the store's variables."""
+    home = user_home(server, tmp_path)
+    return Ferry(home=tmp_path, cwd=tmp_path, extra_env={"HOME": str(home), "SSH_AUTH_SOCK": "", **store.env()})
+
+
+def counting_ferry(ferry: Ferry, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", _COUNTING, *args],
+        cwd=ferry.cwd,
+        env=ferry.env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+class ProcessWatch:
+    """Polls ``ps`` (the sshd fixture's sessions are this machine's processes) for command lines
+    holding ``needle``, and for ``curl`` runs, while a transfer goes on."""
+
+    def __init__(self, needle: str) -> None:
+        self.needle = needle
+        self.leaks: list[str] = []
+        self.curls = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> ProcessWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                if "curl" in line and "--fail" in line:
+                    self.curls += 1
+                if self.needle in line:
+                    self.leaks.append(line)
+            time.sleep(0.05)
+
+
+def queue_db_text(ferry: Ferry) -> bytes:
+    db = ferry.home / "data" / "queue.db"
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA wal_checkpoint(FULL)")
+    finally:
+        con.close()
+    return b"".join(p.read_bytes() for p in db.parent.glob("queue.db*"))
+
+
+def test_cp_r_host_folder_to_s3_goes_direct_verified_without_bytes_through_ferry(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host(delay=0.3)
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    want = seed_remote(remote / "run42", server)
+    ferry = ferry_for(server, moto, tmp_path)
+    with ProcessWatch("X-Amz-Signature") as ps:
+        res = counting_ferry(ferry, "cp", "-r", "--json", url(server, f"{remote}/run42"), f"s3://{bucket}/run42/")
+    assert res.returncode == 0, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert bucket_files(moto, bucket, "run42/run42/") == want  # into the folder, as cp -r does
+    files = {k: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert len(files) == len(want), files
+    assert {e["level"] for e in files.values()} == {"checksum"}, files
+    for e in files.values():
+        assert {"host-tool", "s3-etag-md5"} <= set(e["evidence"]), e
+    assert result_event(res.stdout)["state"] == "done"
+    # The signed URLs never showed in the host's process list, nor in the queue.
+    assert ps.curls > 0, "the watch never saw the host's curl: it proves nothing"
+    assert ps.leaks == []
+    assert b"X-Amz-Signature" not in queue_db_text(ferry)
+    assert b"X-Amz-Signature" not in (res.stdout + res.stderr).encode()
+
+
+def test_cp_r_s3_to_host_goes_direct_checked_against_the_store(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host()
+    bucket = moto.new_bucket()
+    client = moto.client()
+    plain = os.urandom(1 << 20)
+    summed = os.urandom(200_000)
+    client.put_object(Bucket=bucket, Key="in/plain.bin", Body=plain)  # single-part ETag: its MD5
+    client.put_object(Bucket=bucket, Key="in/sub/summed.bin", Body=summed, ChecksumAlgorithm="SHA256")
+    remote = server.mkdir()
+    ferry = ferry_for(server, moto, tmp_path)
+    res = counting_ferry(ferry, "cp", "-r", "--json", f"s3://{bucket}/in", url(server, f"{remote}/"))
+    assert res.returncode == 0, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert (remote / "in" / "plain.bin").read_bytes() == plain
+    assert (remote / "in" / "sub" / "summed.bin").read_bytes() == summed
+    files = file_events(res.stdout)
+    by_name = {Path(k).name: v for k, v in files.items() if v.get("kind", "file") == "file"}
+    assert by_name["plain.bin"]["level"] == "checksum" and "s3-etag-md5" in by_name["plain.bin"]["evidence"]
+    assert by_name["summed.bin"]["level"] == "checksum" and "s3-checksum" in by_name["summed.bin"]["evidence"]
+    assert not [p for p in remote.rglob("*") if p.name.endswith(".ferry-part")]
+
+
+def test_a_host_without_curl_has_no_direct_route_and_says_why(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host(curl=False)
+    config = server.ssh_config(tmp_path / "ssh_config", "nocurl")
+    sftp = sftp_backend(server, config, "nocurl")
+    store = make_backend(moto, moto.new_bucket())
+    try:
+        with pytest.raises(NoDirectRoute) as info:
+            sftp.delegation(sftp, store)
+        assert info.value.reason == "the host nocurl has no curl"
+        with pytest.raises(NoDirectRoute):
+            sftp.delegation(store, sftp)
+    finally:
+        store.close()
+
+
+def test_a_host_that_cannot_reach_the_store_has_no_direct_route(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host()
+    config = server.ssh_config(tmp_path / "ssh_config", "cut-off")
+    sftp = sftp_backend(server, config, "cut-off")
+    closed = TcpProxy(("127.0.0.1", 9))  # an endpoint nothing answers behind
+    closed.close()
+    store = make_backend(moto, moto.new_bucket(), endpoint=f"http://127.0.0.1:{closed.port}")
+    try:
+        with pytest.raises(NoDirectRoute) as info:
+            sftp.delegation(sftp, store)
+        assert info.value.reason == f"the host cut-off cannot reach http://127.0.0.1:{closed.port}"
+    finally:
+        store.close()
+
+
+def test_checksum_digests_match_what_the_bucket_holds(moto: S3Server) -> None:
+    # Sanity for the evidence the tests above read: moto's single-part ETag is the body's MD5.
+    bucket = moto.new_bucket()
+    body = b"etag check"
+    etag = moto.client().put_object(Bucket=bucket, Key="k", Body=body)["ETag"].strip('"')
+    assert etag == hashlib.md5(body).hexdigest()
