@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QMainWindow, QWidget
+from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
 
 from ferry.backends.base import Backend, Capabilities
 from ferry.core.address import Address
@@ -38,6 +38,11 @@ class Command:
 def can_share(caps: Capabilities) -> bool:
     """Pre-signed links (S3) or access grants (Globus): the site has something to share with."""
     return caps.presign or caps.acl_share
+
+
+def can_chmod(caps: Capabilities) -> bool:
+    """Permission bits the site keeps and changes (the local disk, SFTP servers)."""
+    return caps.modes
 
 
 SEPARATOR = None
@@ -66,6 +71,14 @@ MENUS: tuple[tuple[str, tuple[Command | None, ...]], ...] = (
                 True,
             ),
             Command("properties", "Properties…", "Alt+Return", "Size, times and checksums", True),
+            Command(
+                "permissions",
+                "Permissions…",
+                "Ctrl+Shift+A",  # attributes, as file managers call them
+                "Change who may read, write and run the selection (chmod; local disks and SFTP)",
+                True,
+                can_chmod,
+            ),
             Command(
                 "share", "Share link…", "Ctrl+Shift+L", "Make a download or upload link (S3, Globus)", True, can_share
             ),
@@ -165,6 +178,13 @@ class SiteOffers(QObject):
         self._asked: dict[int, int] = {}  # id(listing) -> the latest question's number
         self.gated: dict[int, list[tuple[QAction, Callable[[Capabilities], bool]]]] = {}
         self._watched: dict[int, QWidget] = {}  # id(listing or its viewport) -> listing
+        # The listing the window's commands act on (set by the window): the menu bar's commands
+        # that need something are greyed out while it is shown, when that listing's site lacks it.
+        self.active: Callable[[], QWidget | None] = lambda: None
+
+    def capabilities(self, listing: QWidget | None) -> Capabilities | None:
+        """What the listing's site declares, once read (None until then)."""
+        return None if listing is None else self.known.get(id(listing))
 
     def learn(self, listing: QWidget, pool: _Pool, address: Address | None) -> None:
         key = id(listing)
@@ -207,6 +227,26 @@ class SiteOffers(QObject):
         return False
 
 
+def _grey_out_while_shown(menu: QMenu, gated: list[tuple[QAction, Command]], offers: SiteOffers) -> None:
+    """While ``menu`` is open, its commands that need something are enabled only if the active
+    listing's site declares it. They are enabled again when it closes, so that their shortcut
+    still runs them: the command then says why the site cannot (a disabled action's shortcut
+    would do nothing at all)."""
+
+    def shown() -> None:
+        caps = offers.capabilities(offers.active())
+        for action, command in gated:
+            assert command.needs is not None
+            action.setEnabled(caps is not None and command.needs(caps))
+
+    def hidden() -> None:
+        for action, _command in gated:
+            action.setEnabled(True)
+
+    menu.aboutToShow.connect(shown)
+    menu.aboutToHide.connect(hidden)
+
+
 def _menu_copy(listing: QWidget, command: Command, slot: Callable[[], object]) -> QAction:
     """The listing's own copy of a command whose presence depends on the site (no shortcut: the
     window's action keeps that)."""
@@ -234,12 +274,15 @@ def build_actions(
     bar = window.menuBar()
     for title, commands in MENUS:
         menu = bar.addMenu(title)
+        gated: list[tuple[QAction, Command]] = []
         for command in commands:
             if command is None:
                 menu.addSeparator()
                 continue
             action = actions[command.key] = _make(window, command, slots[command.key])
             menu.addAction(action)
+            if command.needs is not None:
+                gated.append((action, command))
             if command.panes:
                 for listing in listings:
                     if command.needs is not None and offers is not None:
@@ -248,6 +291,8 @@ def build_actions(
                         listing.addAction(copy)
                     else:
                         listing.addAction(action)
+        if gated and offers is not None:
+            _grey_out_while_shown(menu, gated, offers)
     return actions
 
 

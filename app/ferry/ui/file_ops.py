@@ -1,5 +1,5 @@
 """File operations on what a pane shows: new folder (F7), rename (F2), delete (Del), open,
-properties and share links.
+properties, permissions and share links.
 
 The backend calls run on a worker thread through the window's ``run_async``; questions go through
 the window's dialog seams (:class:`~ferry.ui.host.WindowHost`). Opening a remote file downloads it
@@ -10,15 +10,17 @@ done (:meth:`FileOps.job_finished`); an unchanged file opens from the cache at o
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QWidget
 
-from ferry.backends.base import Backend, Entry
+from ferry.backends.base import Backend, Capabilities, Entry
 from ferry.core.address import Address
 from ferry.core.units import format_size
 from ferry.ui import open_cache
+from ferry.ui.actions import can_chmod, can_share
 from ferry.ui.host import WindowHost
 from ferry.ui.listing_model import display_name
 from ferry.ui.pane import Pane
@@ -61,9 +63,7 @@ class FileOps:
         addr = pane.address
         backend = host.pool.get(addr)
         path = backend.join(addr.path, name) if addr.path else name
-        host.run_async(
-            lambda: backend.mkdir(path, parents=False, exist_ok=False), lambda _r: pane.refresh(select=name)
-        )
+        host.run_async(lambda: backend.mkdir(path, parents=False, exist_ok=False), lambda _r: pane.refresh(select=name))
 
     def rename_selected(self) -> None:
         """F2: edit the current name in place; the model hands the new one to :meth:`rename_entry`."""
@@ -120,21 +120,41 @@ class FileOps:
         return files, size, False
 
     # ---- dialogs about the selection
-    def show_properties(self) -> None:
+    def show_properties(self, *, permissions: bool = False) -> None:
+        """Properties of the first selected entry; ``permissions``: opened at its chmod part."""
         from ferry.ui.dialogs.properties import PropertiesDialog
 
         pane = self.host.active
         entries = pane.selected_entries()
         if not entries or pane.address is None:
+            if permissions:
+                self.host.say("Select a file or folder to change its permissions")
             return
         e = entries[0]
         dlg = PropertiesDialog(
-            e, str(pane.model.address_of(e)), self.host.pool.get(pane.address), self.host.run_async, self.parent
+            e,
+            str(pane.model.address_of(e)),
+            self.host.pool.get(pane.address),
+            self.host.run_async,
+            self.parent,
+            permissions=permissions,
         )
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.open()
 
+    def show_permissions(self) -> None:
+        """Permissions… (menus): the Properties dialog at its chmod part, on a site that can change
+        permissions; elsewhere (S3, Globus) the status bar says it cannot and nothing opens."""
+        self._if_site_can(
+            can_chmod, "This site cannot change permissions", lambda: self.show_properties(permissions=True)
+        )
+
     def share_selected(self) -> None:
+        """Share link… (Ctrl+Shift+L): the share dialog, on a site that declares it can make links
+        or grants; elsewhere (local folders, SFTP) the status bar says so and nothing opens."""
+        self._if_site_can(can_share, "This site cannot make share links", self._open_share)
+
+    def _open_share(self) -> None:
         from ferry.ui.dialogs.share import ShareDialog
 
         pane = self.host.active
@@ -144,6 +164,26 @@ class FileOps:
         dlg = ShareDialog(str(addrs[0]), addrs[0].scheme, self.host.run_async, parent=self.parent)
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.open()
+
+    def _if_site_can(self, needs: Callable[[Capabilities], bool], cannot: str, then: Callable[[], object]) -> None:
+        """Run ``then`` if the active pane's site declares what ``needs`` asks, else say ``cannot``.
+        The capabilities are read on a worker (for SFTP that can mean reaching the server); the
+        answer counts only if the pane is still in the same place."""
+        pane = self.host.active
+        address = pane.address
+        if address is None:
+            return
+        pool = self.host.pool
+
+        def decide(caps: Capabilities) -> None:
+            if pane.address != address or self.host.active is not pane:
+                return  # the person moved on meanwhile
+            if needs(caps):
+                then()
+            else:
+                self.host.say(cannot)
+
+        self.host.run_async(lambda: pool.get(address).capabilities, decide)
 
     # ---- open with the system's application
     def open_selected(self) -> None:

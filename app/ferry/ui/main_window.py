@@ -219,6 +219,7 @@ class MainWindow(QMainWindow):
 
         # Right-click menus offer only what each pane's site declares (no "Share link" on SFTP).
         self.site_offers = SiteOffers(self.run_async, self)
+        self.site_offers.active = lambda: self.active.view
         self.action_map: dict[str, QAction] = build_actions(
             self, [self.left.view, self.right.view], self._slots(), self.site_offers
         )
@@ -268,6 +269,7 @@ class MainWindow(QMainWindow):
             "open": files.open_selected,
             "download": transfers.download_selection,
             "properties": files.show_properties,
+            "permissions": files.show_permissions,
             "share": files.share_selected,
             "watch": jobs.watch_folder,
             "quit": self.close,

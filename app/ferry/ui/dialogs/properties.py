@@ -91,11 +91,22 @@ class ModeEditor(QWidget):
 
 
 class PropertiesDialog(QDialog):
+    """``permissions``: opened from Permissions… rather than Properties…: titled so, with the
+    focus in the octal field (or, where chmod is not offered, the reason said at once)."""
+
     def __init__(
-        self, entry: Entry, where: str, backend: Backend, run_async: RunAsync, parent: QWidget | None = None
+        self,
+        entry: Entry,
+        where: str,
+        backend: Backend,
+        run_async: RunAsync,
+        parent: QWidget | None = None,
+        *,
+        permissions: bool = False,
     ) -> None:
         super().__init__(parent)
-        self.setWindowTitle(f"Properties of {display_name(entry.name)}")
+        what = "Permissions" if permissions else "Properties"
+        self.setWindowTitle(f"{what} of {display_name(entry.name)}")
         self.setObjectName("propertiesDialog")
         self.entry, self.backend, self.run_async = entry, backend, run_async
         lay = QVBoxLayout(self)
@@ -162,6 +173,17 @@ class PropertiesDialog(QDialog):
         buttons.addButton(self.hash_btn, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.rejected.connect(self.reject)
         lay.addWidget(buttons)
+        if permissions:
+            self._open_at_permissions()
+
+    def _open_at_permissions(self) -> None:
+        if self.mode_editor is not None:
+            self.mode_editor.octal.setFocus()
+            self.mode_editor.octal.selectAll()
+        elif self.entry.kind is Kind.LINK:
+            self.mode_status.setText("A link's permissions are not changed here: chmod would change its target's")
+        else:
+            self.mode_status.setText("This site does not report permissions for this entry")
 
     def compute(self) -> None:
         self.hash_btn.setEnabled(False)
