@@ -137,10 +137,13 @@ def byte_paths_used(stderr: str) -> int:
     return int(line.split()[1])
 
 
-def ferry_for(server: SshServer, store: S3Server, tmp_path: Path) -> Ferry:
+def ferry_for(server: SshServer, store: S3Server, tmp_path: Path, **env: str) -> Ferry:
     """``ferry`` with a home that knows the host (key, known_hosts) and the store's variables."""
-    home = user_home(server, tmp_path)
-    return Ferry(home=tmp_path, cwd=tmp_path, extra_env={"HOME": str(home), "SSH_AUTH_SOCK": "", **store.env()})
+    home = tmp_path / "home"
+    if not home.exists():
+        user_home(server, tmp_path)
+    extra = {"HOME": str(home), "SSH_AUTH_SOCK": "", **store.env(), **env}
+    return Ferry(home=tmp_path, cwd=tmp_path, extra_env=extra)
 
 
 def counting_ferry(ferry: Ferry, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -285,3 +288,72 @@ def test_checksum_digests_match_what_the_bucket_holds(moto: S3Server) -> None:
     body = b"etag check"
     etag = moto.client().put_object(Bucket=bucket, Key="k", Body=body)["ETag"].strip('"')
     assert etag == hashlib.md5(body).hexdigest()
+
+
+def test_an_expired_url_fails_its_files_and_a_retry_redoes_them(
+    host: Callable[..., SshServer], tmp_path: Path
+) -> None:
+    try:
+        store = shared_server("rclone")  # moto takes any signature, expired or not
+    except RuntimeError as exc:
+        pytest.skip(f"rclone serve s3 unavailable: {exc}")
+    server = host(delay=2.5)  # the host's curl starts 2.5 s after its URL was signed
+    bucket = store.new_bucket()
+    remote = server.mkdir()
+    want = seed_remote(remote / "run", server)
+    short = ferry_for(server, store, tmp_path, FERRY_DIRECT_URL_TTL="1", FERRY_DIRECT_STREAMS="4")
+    res = short("cp", "-r", "--json", url(server, f"{remote}/run"), f"s3://{bucket}/run/")
+    assert res.returncode == 1, describe(res)
+    files = {k: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert files and {e["state"] for e in files.values()} == {"failed"}, files
+    assert all("a signed URL lasts 1 s" in e["error"] for e in files.values()), files
+    assert bucket_files(store, bucket, "") == {}  # nothing half-written under a final name
+    assert "X-Amz-Signature" not in res.stdout + res.stderr
+    job = short.jobs()[-1]["id"]
+    later = ferry_for(server, store, tmp_path)  # URLs last ten minutes again
+    later.ok("queue", "retry", str(job))
+    res = later("queue", "run", "--json")
+    assert res.returncode == 0, describe(res)
+    assert bucket_files(store, bucket, "run/run/") == want
+    assert later.job(job)["state"] == "done"
+
+
+def test_a_dropped_ssh_session_fails_only_the_files_in_flight(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host(delay=1.0)
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    want = {f"f{i}.bin": os.urandom(10_000 + i) for i in range(8)}
+    for name, data in want.items():
+        (folder / name).write_bytes(data)
+    server.chown(folder)
+    proxy = TcpProxy((server.host, server.port))
+    try:
+        home = user_home(server, tmp_path, known=False)
+        known = server.known_hosts.read_text().replace(f"]:{server.port} ", f"]:{proxy.port} ")
+        (home / ".ssh" / "known_hosts").write_text(known)
+        ferry = ferry_for(server, moto, tmp_path, FERRY_DIRECT_STREAMS="2")
+        address = f"sftp://{server.user}@{server.host}:{proxy.port}{folder}"
+        proc = ferry.popen("cp", "-r", "--json", address, f"s3://{bucket}/run/")
+        deadline = time.monotonic() + 60
+        while len(bucket_files(moto, bucket, "")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proxy.cut()  # the SSH session drops while two files are in flight
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proxy.close()
+    assert proc.returncode == 1, err
+    files = {Path(k).name: v for k, v in file_events(out).items() if v.get("kind", "file") == "file"}
+    failed = [n for n, e in files.items() if e["state"] == "failed"]
+    assert 1 <= len(failed) <= 2, files  # the files in flight, and only those
+    assert all(e["state"] == "done" and e["level"] == "checksum" for n, e in files.items() if n not in failed)
+    assert len(files) == len(want)
+    # The next run (over a new session) redoes the failed files.
+    job = ferry.jobs()[-1]["id"]
+    ferry.ok("queue", "retry", str(job))
+    ferry.ok("queue", "run")
+    assert bucket_files(moto, bucket, "run/run/") == want
+    assert ferry.job(job)["state"] == "done"

@@ -53,7 +53,7 @@ from ferry.backends.base import (
     temp_name,
 )
 from ferry.backends.sftp.shell import RemoteShell
-from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, Transient, Unsupported
+from ferry.core.errors import AlreadyExists, Cancelled, ChecksumMismatch, FerryError, NotFound, Transient, Unsupported
 from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
 DEFAULT_TTL = 600  # seconds a signed URL lasts
@@ -223,12 +223,15 @@ class HostS3Route:
         sink.job_changed(self.route)
         writer: Backend = self.host.confined(self._dst_folders(job)) if not self.upload else self.store
         seen: set[str] = set()
+        # The whole walk first: the listing is done before any transfer starts, so a session
+        # dropped later fails files, never the plan.
+        plan = list(self._walk(job, sink, writer, seen))
+        sink.accounting.add_total(len(plan), sum(entry.size or 0 for _row, entry in plan))
         with ThreadPoolExecutor(max_workers=streams(), thread_name_prefix=f"ferry-direct-{job.id}") as pool:
             running: set[Future[_Outcome]] = set()
-            for row, entry in self._walk(job, sink, writer, seen):
+            for row, entry in plan:
                 if sink.cancel.cancelled:
                     break
-                sink.accounting.add_total(1, entry.size or 0)
                 running.add(pool.submit(self._one_file, job, writer, row, entry))
                 if len(running) >= 2 * streams():
                     done, running = _wait_some(running)
@@ -264,9 +267,13 @@ class HostS3Route:
             except FerryError as exc:
                 sink.finish_rows([DelegatedRow("file", src_path, dst_path, rel)], TaskState.FAILED, error=exc.message)
                 continue
-            items: Iterator[tuple[str, Entry]] = (
-                iter([("", root)]) if not root.is_dir else _with_root(root, self.src.walk(src_path, sink.cancel))
-            )
+            try:
+                items = [("", root)] if not root.is_dir else [("", root), *self.src.walk(src_path, sink.cancel)]
+            except Cancelled:
+                return
+            except FerryError as exc:
+                sink.finish_rows([DelegatedRow("dir", src_path, dst_path, rel)], TaskState.FAILED, error=exc.message)
+                continue
             for sub, entry in items:
                 if sink.cancel.cancelled:
                     return
@@ -332,11 +339,16 @@ class HostS3Route:
         return int(words[0]), words[1].lower(), (words[3].lower() if len(tools) > 1 else None)
 
     def _curl(self, req: SignedRequest, args: str, what: str) -> None:
-        rc, _out, err = self._run(f"curl --fail -sS --retry 2 -K - {args}", stdin=curl_config(req))
+        """Run the host's curl for ``req`` (its URL and headers on standard input)."""
+        rc, out, err = self._run(f"curl --fail -sS --retry 2 -w '%{{http_code}}' -K - {args}", stdin=curl_config(req))
         if rc == 0:
             return
-        if rc == 22 and "403" in err:
-            raise Transient(f"The store refused the host's signed request for {what} (expired?): {err}")
+        status = out.strip()[-3:]
+        if status.isdigit() and status != "000":
+            raise Transient(
+                f"The store refused the host's request for {what} (HTTP {status}); "
+                f"a signed URL lasts {url_ttl()} s (FERRY_DIRECT_URL_TTL)"
+            )
         raise Transient(f"The host's curl failed for {what} (exit {rc}): {err or 'no message'}")
 
     # ---- upload: host to S3 ----
@@ -493,11 +505,6 @@ def download_verification(stored: StoredObject, size: int, sha: str, md5: str | 
 def _wait_some(running: set[Future[_Outcome]]) -> tuple[set[Future[_Outcome]], set[Future[_Outcome]]]:
     done, rest = wait(running, return_when=FIRST_COMPLETED)
     return set(done), set(rest)
-
-
-def _with_root(root: Entry, walk: Iterator[tuple[str, Entry]]) -> Iterator[tuple[str, Entry]]:
-    yield "", root
-    yield from walk
 
 
 def _mtime_us(entry: Entry) -> int | None:
