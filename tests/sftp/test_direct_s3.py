@@ -88,7 +88,10 @@ def host_path(folder: Path, *, curl: bool, delay: float = 0.0) -> Path:
         real = shutil.which("curl")
         assert real, "curl"
         script = folder / "curl"
-        script.write_text(f'#!/bin/sh\nsleep {delay}\nexec {real} "$@"\n')
+        log = folder / "curl.log"  # one line per run: its arguments (never a URL: that is on stdin)
+        log.touch(mode=0o666)
+        log.chmod(0o666)
+        script.write_text(f'#!/bin/sh\necho "$*" >> {log}\nsleep {delay}\nexec {real} "$@"\n')
         script.chmod(0o755)
     return folder
 
@@ -108,6 +111,12 @@ def host(sshd_factory: Callable[..., SshServer]) -> Iterator[Callable[..., SshSe
     yield start
     for folder in made:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def host_bin(server: SshServer) -> Path:
+    """The folder ``host`` made the server's PATH."""
+    line = next(x for x in server.extra_config if x.startswith("SetEnv PATH="))
+    return Path(line.split("=", 1)[1])
 
 
 def seed_remote(folder: Path, server: SshServer) -> dict[str, bytes]:
@@ -357,3 +366,36 @@ def test_a_dropped_ssh_session_fails_only_the_files_in_flight(
     ferry.ok("queue", "run")
     assert bucket_files(moto, bucket, "run/run/") == want
     assert ferry.job(job)["state"] == "done"
+
+
+def test_pause_keeps_finished_files_and_the_next_run_sends_only_the_rest(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host(delay=0.7)
+    log = host_bin(server) / "curl.log"
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    want = {f"f{i}.bin": os.urandom(5_000 + i) for i in range(6)}
+    for name, data in want.items():
+        (folder / name).write_bytes(data)
+    server.chown(folder)
+    ferry = ferry_for(server, moto, tmp_path, FERRY_DIRECT_STREAMS="1")
+    proc = ferry.popen("cp", "-r", "--json", url(server, str(folder)), f"s3://{bucket}/run/")
+    deadline = time.monotonic() + 60
+    while not bucket_files(moto, bucket, "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ferry.ok("queue", "pause", "1")
+    proc.communicate(timeout=60)
+    assert ferry.job(1)["state"] == "paused"
+    first = bucket_files(moto, bucket, "run/run/")
+    assert 1 <= len(first) < len(want), sorted(first)
+    ferry.ok("queue", "resume", "1")
+    res = ferry("queue", "run", "--json")
+    assert res.returncode == 0, describe(res)
+    assert bucket_files(moto, bucket, "run/run/") == want
+    assert ferry.job(1)["state"] == "done"
+    # Every file went up once: what was finished before the pause was not sent again.
+    uploads = [line for line in log.read_text().splitlines() if " -T " in line]
+    assert sorted(Path(line.split(" -T ")[1].strip("'")).name for line in uploads) == sorted(want)
