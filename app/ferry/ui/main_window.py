@@ -542,25 +542,11 @@ class MainWindow(QMainWindow):
 
         dlg = SiteManagerDialog(parent=self)
         dlg.saved.connect(lambda _n: self._reload_places())
-        dlg.tester = self._test_site
         dlg.run_async = self.run_async
         dlg.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dlg.finished.connect(lambda _c: self._reload_places())
         dlg.open()
         self.site_manager = dlg
-
-    def _test_site(self, text: str, say: Callable[[str], object]) -> None:
-        from ferry.credentials.sites import resolve_address
-
-        def work() -> int:
-            a = resolve_address(text)
-            return sum(1 for _ in self.pool.get(a).list(a.path))
-
-        self.run_async(
-            work,
-            lambda n: say(f"Connected: {n:,} item(s) in the site's folder."),
-            lambda exc: say(f"Could not connect: {describe(exc)}"),
-        )
 
     def show_transfer_settings(self) -> None:
         from ferry.ui.dialogs.transfer_settings import TransferSettingsDialog

@@ -7,7 +7,10 @@ including when there is no keychain and a secret lives only in memory until Ferr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -29,7 +32,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ferry.core.errors import FerryError, UsageError
+from ferry.backends.sftp.auth import Authenticator
+from ferry.core.address import Address, parse_address
+from ferry.core.errors import AuthError, FerryError, UsageError, describe
 from ferry.credentials import keychain
 from ferry.credentials.sites import Site, SiteStore
 
@@ -53,7 +58,6 @@ class SiteManagerDialog(QDialog):
         self.setWindowTitle("Sites")
         self.setObjectName("siteManagerDialog")
         self.store = store or SiteStore()
-        self.tester: Callable[[str, Callable[[str], None]], object] | None = None
         # Set by the window: run slow calls in the background, results back on the UI thread.
         self.run_async: Callable[..., object] | None = None
         # Room for the tallest page with its wrapped notes: a stacked page does not ask for the
@@ -206,7 +210,10 @@ class SiteManagerDialog(QDialog):
         right.addWidget(self.message)
         buttons = QDialogButtonBox()
         self.test_btn = QPushButton("Test connection")
-        self.test_btn.setToolTip("List the site's folder once with these settings (save first)")
+        self.test_btn.setObjectName("testButton")
+        self.test_btn.setToolTip(
+            "Connect with the settings as typed (saved or not) and list the folder once; nothing is saved"
+        )
         self.test_btn.clicked.connect(self.test_connection)
         self.save_btn = QPushButton("Save")
         self.save_btn.setObjectName("saveButton")
@@ -307,10 +314,13 @@ class SiteManagerDialog(QDialog):
         name = self.name.text().strip()
         if not name:
             raise UsageError("Give the site a name")
+        address, opts, secrets = self._kind_fields()
+        return name, address, opts, secrets
+
+    def _kind_fields(self) -> tuple[str, dict[str, str], dict[str, str]]:
         kind = str(self.kind.currentData())
         fields = {"sftp": self._sftp_fields, "s3": self._s3_fields, "globus": self._globus_fields}
-        address, opts, secrets = fields.get(kind, self._local_fields)()
-        return name, address, opts, secrets
+        return fields.get(kind, self._local_fields)()
 
     def _sftp_fields(self) -> tuple[str, dict[str, str], dict[str, str]]:
         host = self.host.text().strip()
@@ -394,13 +404,36 @@ class SiteManagerDialog(QDialog):
         self.reload()
 
     def test_connection(self) -> None:
-        name = self.name.text().strip()
-        if not name or self.store.get(name) is None:
-            self.message.setText("Save the site first, then test it.")
+        """Connect with the form as it stands, saved or not, and list the folder once, on a worker
+        thread. The typed password or secret key is handed to that one login only: nothing is
+        written to sites.toml, the keychain or a log, and the connection is closed after."""
+        try:
+            address, opts, secrets = self._kind_fields()
+            target = parse_address(address)
+        except FerryError as exc:
+            self.message.setText(exc.message)
             return
-        self.message.setText(f"Connecting to {name}…")
-        if self.tester is not None:
-            self.tester(f"{name}:", self.message.setText)
+        if self.run_async is None:
+            self.message.setText("Testing needs the main window")
+            return
+        name, secret = self.name.text().strip(), secrets.get("password")
+        self.test_btn.setEnabled(False)
+        self.message.setText(f"Connecting to {address}…")
+        self.tested = None
+        self.run_async(lambda: try_site(name, target, opts, secret), self._tested, self._test_failed)
+
+    tested: SiteTest | None = None  # the last test's outcome (None while one runs, or after a failure)
+
+    def _tested(self, result: SiteTest) -> None:
+        self.tested = result
+        self.test_btn.setEnabled(True)
+        items = f"{result.items:,} item{'' if result.items == 1 else 's'}"
+        self.message.setText(f"Connected: {items} in {result.folder}")
+
+    def _test_failed(self, exc: BaseException) -> None:
+        self.test_btn.setEnabled(True)
+        said = describe(exc).strip().splitlines()
+        self.message.setText(f"Could not connect: {said[0] if said else type(exc).__name__}")
 
     # ---- Globus ----
     def _globus_login(self) -> None:
@@ -510,6 +543,92 @@ class SiteManagerDialog(QDialog):
         path, _ = QFileDialog.getOpenFileName(self, "Choose a private key", "~/.ssh")
         if path:
             self.key.setText(path)
+
+
+@dataclass(frozen=True)
+class SiteTest:
+    """What a connection test found: how many entries the folder holds, and which folder."""
+
+    items: int
+    folder: str
+
+
+def try_site(name: str, address: Address, options: Mapping[str, str], secret: str | None) -> SiteTest:
+    """Connect to ``address`` with a site's ``options`` and ``secret`` as typed (not saved) and list
+    its folder once; raises the backend's typed error. Runs on a worker thread. Nothing is kept:
+    not the login (closed here), not the secret (passed to this login only)."""
+    if address.scheme == "sftp":
+        return _try_sftp(name, address, options, secret)
+    from ferry.backends.registry import backend_class
+
+    backend: Any
+    if address.scheme == "s3":
+        from ferry.backends.s3.backend import S3Backend
+        from ferry.backends.s3.settings import S3Settings
+
+        settings = S3Settings.from_env(os.environ, options, site=name or None, secret_key=secret)
+        backend = S3Backend(address, settings)
+    else:
+        backend = backend_class(address.scheme)(address)
+    try:
+        items = sum(1 for _ in backend.list(address.path))
+    finally:
+        backend.close()
+    return SiteTest(items, str(address))
+
+
+def _try_sftp(name: str, address: Address, options: Mapping[str, str], password: str | None) -> SiteTest:
+    from ferry.backends.sftp.errors import map_error
+    from ferry.backends.sftp.host import Host
+    from ferry.credentials.ssh_config import apply_site, resolve
+
+    target = resolve(address.host, address.user, address.port)
+    given = {"user_given": address.user is not None, "port_given": address.port is not None}
+    apply_site(target, name or "(unsaved)", dict(options), **given)
+    if not name:
+        target.site = None  # no saved password to look up under a made-up name
+    host = Host(target)  # a connection of its own, not the window's shared one
+    if password:
+        host.connection.auth = _TypedPassword(target, password)
+    folder = address.path or "."
+    try:
+        with host.pool.sftp() as client:
+            try:
+                folder = client.normalize(folder)
+                items = len(client.listdir(folder))
+            except Exception as exc:
+                raise map_error(exc, folder) from exc
+    finally:
+        host.close()
+    return SiteTest(items, folder)
+
+
+class _TypedPassword(Authenticator):
+    """The login as the backend does it (keys first, then keyboard-interactive, then password),
+    with the password typed into the form instead of a saved one. A refused password is said,
+    not asked for again: the test is of what was typed."""
+
+    def __init__(self, target: Any, password: str) -> None:
+        super().__init__(target)
+        self._typed = password
+
+    def login(self, transport: Any) -> None:
+        import paramiko
+
+        self._public_keys(transport)
+        if transport.is_authenticated():
+            return
+        offered: list[str | None] = [self._typed]
+        if self._keyboard_interactive(transport, offered):
+            return
+        try:
+            transport.auth_password(self.target.user, self._typed)
+        except paramiko.BadAuthenticationType as exc:
+            raise AuthError(f"Login to {self.title} failed: the server takes no password") from exc
+        except paramiko.AuthenticationException as exc:
+            raise AuthError(f"Login to {self.title} failed: wrong password") from exc
+        if not transport.is_authenticated():
+            raise AuthError(f"Login to {self.title} failed")
 
 
 def _filled(fields: tuple[tuple[str, QLineEdit], ...]) -> dict[str, str]:
