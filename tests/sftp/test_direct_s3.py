@@ -399,3 +399,39 @@ def test_pause_keeps_finished_files_and_the_next_run_sends_only_the_rest(
     # Every file went up once: what was finished before the pause was not sent again.
     uploads = [line for line in log.read_text().splitlines() if " -T " in line]
     assert sorted(Path(line.split(" -T ")[1].strip("'")).name for line in uploads) == sorted(want)
+
+
+def test_cancel_ends_every_planned_file_and_starts_no_more(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    from ferry.transfers.store import Store
+
+    server = host(delay=0.7)
+    log = host_bin(server) / "curl.log"
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"f{i}.bin").write_bytes(os.urandom(4_000 + i))
+    server.chown(folder)
+    ferry = ferry_for(server, moto, tmp_path, FERRY_DIRECT_STREAMS="1")
+    proc = ferry.popen("cp", "-r", "--json", url(server, str(folder)), f"s3://{bucket}/run/")
+    deadline = time.monotonic() + 60
+    while not bucket_files(moto, bucket, "") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ferry.ok("queue", "cancel", "1")
+    proc.communicate(timeout=60)
+    sent = [line for line in log.read_text().splitlines() if " -T " in line]
+    time.sleep(1.5)  # a file started after the cancel would show in the log by now
+    assert [line for line in log.read_text().splitlines() if " -T " in line] == sent
+    assert 1 <= len(sent) < 6, sent
+    store = Store(ferry.home / "data" / "queue.db")
+    try:
+        states = sorted(t.state for t in store.tasks(1, kinds=["file"]))
+    finally:
+        store.close()
+    # Nothing silent: each of the six planned files ended, copied or cancelled.
+    assert len(states) == 6 and set(states) <= {"done", "cancelled"}, states
+    assert states.count("done") == len(bucket_files(moto, bucket, "run/run/"))
+    assert ferry.job(1)["state"] == "cancelled"

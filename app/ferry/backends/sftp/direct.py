@@ -53,6 +53,7 @@ from ferry.backends.base import (
     temp_name,
 )
 from ferry.backends.sftp.shell import RemoteShell
+from ferry.core.cancel import CancelToken
 from ferry.core.errors import AlreadyExists, Cancelled, ChecksumMismatch, FerryError, NotFound, Transient, Unsupported
 from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
@@ -227,21 +228,24 @@ class HostS3Route:
         # dropped later fails files, never the plan.
         plan = list(self._walk(job, sink, writer, seen))
         sink.accounting.add_total(len(plan), sum(entry.size or 0 for _row, entry in plan))
+        unstarted: list[DelegatedRow] = []
         with ThreadPoolExecutor(max_workers=streams(), thread_name_prefix=f"ferry-direct-{job.id}") as pool:
             running: set[Future[_Outcome]] = set()
-            for row, entry in plan:
+            for i, (row, entry) in enumerate(plan):
                 if sink.cancel.cancelled:
+                    unstarted += [r for r, _e in plan[i:]]
                     break
-                running.add(pool.submit(self._one_file, job, writer, row, entry))
+                running.add(pool.submit(self._one_file, job, writer, row, entry, sink.cancel))
                 if len(running) >= 2 * streams():
                     done, running = _wait_some(running)
-                    self._record(sink, done)
+                    unstarted += self._record(sink, done)
             while running:
                 done, running = _wait_some(running)
-                self._record(sink, done)
+                unstarted += self._record(sink, done)
         if sink.cancel.cancelled:
             if sink.cancel.reason == "cancel":
-                sink.finish_rows(list(sink.open_rows()), TaskState.CANCELLED, error="cancelled")
+                rows = unstarted + [r for r in sink.open_rows() if r.src not in {u.src for u in unstarted}]
+                sink.finish_rows(rows, TaskState.CANCELLED, error="cancelled")
             return  # paused or stopped: finished files stay; the next run continues
         left = [r for r in sink.open_rows() if r.src not in seen]
         if left:
@@ -299,16 +303,26 @@ class HostS3Route:
             return
         sink.finish_rows([row], TaskState.DONE, verification=FOLDER)
 
-    def _record(self, sink: DelegationSink, done: set[Future[_Outcome]]) -> None:
+    def _record(self, sink: DelegationSink, done: set[Future[_Outcome]]) -> list[DelegatedRow]:
+        """Record finished files; return the rows that never started (cancelled or paused first)."""
+        unstarted = []
         for fut in done:
             out = fut.result()
+            if out.state is TaskState.QUEUED:
+                unstarted.append(out.row)
+                continue
             sink.finish_rows([out.row], out.state, verification=out.verification, error=out.error)
             if out.state is TaskState.DONE:
                 sink.accounting.add_bytes(out.row.size or out.moved)
             skipped = out.row.size or 0 if out.state is TaskState.SKIPPED else 0
             sink.accounting.file_finished(out.state.value, skipped)
+        return unstarted
 
-    def _one_file(self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry) -> _Outcome:
+    def _one_file(
+        self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry, cancel: CancelToken
+    ) -> _Outcome:
+        if cancel.cancelled:
+            return _Outcome(row, TaskState.QUEUED)  # not started: the next run does it
         try:
             if self.upload:
                 return self._upload(job, row, entry)
