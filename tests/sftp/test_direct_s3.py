@@ -404,6 +404,7 @@ def test_pause_keeps_finished_files_and_the_next_run_sends_only_the_rest(
 def test_cancel_ends_every_planned_file_and_starts_no_more(
     host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
 ) -> None:
+    from ferry.core.outcomes import TaskState
     from ferry.transfers.store import Store
 
     server = host(delay=0.7)
@@ -433,5 +434,5 @@ def test_cancel_ends_every_planned_file_and_starts_no_more(
         store.close()
     # Nothing silent: each of the six planned files ended, copied or cancelled.
     assert len(states) == 6 and set(states) <= {"done", "cancelled"}, states
-    assert states.count("done") == len(bucket_files(moto, bucket, "run/run/"))
+    assert states.count(TaskState.DONE) == len(bucket_files(moto, bucket, "run/run/"))
     assert ferry.job(1)["state"] == "cancelled"
