@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QMainWindow, QMenu, QWidget
 
 from ferry.backends.base import Backend, Capabilities
 from ferry.core.address import Address
+from ferry.ui.icons import command_icon
 
 THEME_MODES = ("system", "light", "dark")
 
@@ -147,6 +148,9 @@ def command_keys() -> list[str]:
 def _make(window: QMainWindow, command: Command, slot: Callable[[], object]) -> QAction:
     a = QAction(command.text, window)
     a.setObjectName(f"action_{command.key}")
+    shown = command_icon(command.key)
+    if shown is not None:
+        a.setIcon(shown)
     a.setShortcut(QKeySequence(command.shortcut))
     a.setShortcutContext(Qt.ShortcutContext.WindowShortcut)
     seq = a.shortcut().toString(QKeySequence.SequenceFormat.NativeText)

@@ -31,11 +31,13 @@ from PySide6.QtCore import (
     Qt,
     QUrl,
 )
-from PySide6.QtWidgets import QApplication, QStyle
+from PySide6.QtGui import QIcon
+from PySide6.QtWidgets import QApplication
 
 from ferry.backends.base import Entry, Kind
 from ferry.core.address import Address
 from ferry.core.units import format_size
+from ferry.ui.icons import entry_icon
 
 MIME_ADDRESSES = "application/x-ferry-addresses"
 RUN = 2048
@@ -162,18 +164,9 @@ class ListingModel(QAbstractItemModel):
         self._sort_order = Qt.SortOrder.AscendingOrder
         self._sorted = True  # False while batches are being appended
         self.drop_handler: DropHandler | None = None
-        self._display: dict[int, tuple[Entry, tuple[str, str, str, str]]] = {}
-        style = QApplication.style() if QApplication.instance() else None
-        self._icons = (
-            {
-                Kind.DIR: style.standardIcon(QStyle.StandardPixmap.SP_DirIcon),
-                Kind.FILE: style.standardIcon(QStyle.StandardPixmap.SP_FileIcon),
-                Kind.LINK: style.standardIcon(QStyle.StandardPixmap.SP_FileLinkIcon),
-                Kind.SPECIAL: style.standardIcon(QStyle.StandardPixmap.SP_MessageBoxWarning),
-            }
-            if style
-            else {}
-        )
+        # Per row: its display text and its icon (by kind and file type), made once, not per paint.
+        self._display: dict[int, tuple[Entry, tuple[str, str, str, str], QIcon | None]] = {}
+        self._with_icons = QApplication.instance() is not None
 
     # ---- Qt model interface ----
     def index(self, row: int, column: int, parent: Index = _ROOT) -> QModelIndex:
@@ -208,7 +201,7 @@ class ListingModel(QAbstractItemModel):
         if role == Qt.ItemDataRole.EditRole and col == NAME:
             return e.name
         if role == DECORATION and col == NAME:
-            return self._icons.get(e.kind)
+            return self._row_icon(index.row())
         if role == Qt.ItemDataRole.ToolTipRole:
             return tooltip(e, col)
         if role == ALIGN and col == SIZE:
@@ -236,7 +229,7 @@ class ListingModel(QAbstractItemModel):
             elif role == DISPLAY:
                 rd.setData(shown[col])
             elif role == DECORATION:
-                icon = self._icons.get(self._rows[row].kind) if col == NAME else None
+                icon = self._row_icon(row) if col == NAME else None
                 if icon is None:
                     rd.clearData()
                 else:
@@ -256,13 +249,20 @@ class ListingModel(QAbstractItemModel):
                     rd.setData(value)
 
     def _display_row(self, row: int) -> tuple[str, str, str, str]:
+        return self._cached(row)[1]
+
+    def _row_icon(self, row: int) -> QIcon | None:
+        return self._cached(row)[2]
+
+    def _cached(self, row: int) -> tuple[Entry, tuple[str, str, str, str], QIcon | None]:
         e = self._rows[row]
         cached = self._display.get(id(e))
         if cached is None or cached[0] is not e:
             if len(self._display) > 4096:
                 self._display.clear()
-            cached = self._display[id(e)] = (e, row_texts(e))
-        return cached[1]
+            shown = entry_icon(e) if self._with_icons else None
+            cached = self._display[id(e)] = (e, row_texts(e), shown)
+        return cached
 
     def flags(self, index: Index) -> Qt.ItemFlag:
         if not index.isValid():

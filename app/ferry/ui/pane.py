@@ -48,6 +48,7 @@ from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import FerryError, UsageError, describe
 from ferry.ui.bridge import PAINT_GATE, Bridge
+from ferry.ui.icons import icon
 from ferry.ui.listing_model import EntryRole, ListingModel
 from ferry.ui.queue_service import SharedPool
 from ferry.ui.sites_menu import AWS_PROFILE_PREFIX, Place, all_places
@@ -198,7 +199,10 @@ class Breadcrumbs(QWidget):
             sep.setEnabled(False)
             self._lay.addWidget(sep)
         edit = QToolButton()
-        edit.setText("✎")
+        edit.setObjectName("editPath")
+        edit.setText("Edit path")
+        edit.setIcon(icon("edit"))
+        edit.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         edit.setAutoRaise(True)
         edit.setToolTip("Type a path or address (Ctrl+L)")
         edit.clicked.connect(self.edit.emit)
@@ -273,13 +277,15 @@ class Pane(QWidget):
         self.site.setMinimumContentsLength(14)
         self.site.activated.connect(self._site_chosen)
         top.addWidget(self.site, 1)
-        self.back_btn = self._tool("◀", "Back (Alt+Left)", self.back)
-        self.fwd_btn = self._tool("▶", "Forward (Alt+Right)", self.forward)
-        self.up_btn = self._tool("▲", "Up one folder (Alt+Up / Backspace)", self.up)
-        self.refresh_btn = self._tool("⟳", "Refresh (Ctrl+R)", self.refresh)
+        self.back_btn = self._tool("back", "Back", "Back (Alt+Left)", self.back)
+        self.fwd_btn = self._tool("forward", "Forward", "Forward (Alt+Right)", self.forward)
+        self.up_btn = self._tool("up", "Up", "Up one folder (Alt+Up / Backspace)", self.up)
+        self.refresh_btn = self._tool("refresh", "Refresh", "Refresh (Ctrl+R)", self.refresh)
         for b in (self.back_btn, self.fwd_btn, self.up_btn, self.refresh_btn):
             top.addWidget(b)
-        self.hidden_btn = self._tool(".*", "Show hidden files: names starting with a dot (Ctrl+H)", None)
+        self.hidden_btn = self._tool(
+            "hidden", "Hidden files", "Show hidden files: names starting with a dot (Ctrl+H)", None
+        )
         self.hidden_btn.setCheckable(True)
         self.hidden_btn.toggled.connect(self.model.set_show_hidden)
         top.addWidget(self.hidden_btn)
@@ -376,9 +382,14 @@ class Pane(QWidget):
 
         return self.marker.palette().color(QPalette.ColorRole.Window) == active_pane_colors(self.palette(), True)[0]
 
-    def _tool(self, text: str, tip: str, slot: Callable[[], object] | None) -> QToolButton:
+    def _tool(self, name: str, text: str, tip: str, slot: Callable[[], object] | None) -> QToolButton:
+        """A toolbar button showing the ``name`` icon (the theme's, else Ferry's); its text is for
+        screen readers and for a style that shows text."""
         b = QToolButton()
+        b.setObjectName(f"{name}Button")
+        b.setIcon(icon(name))
         b.setText(text)
+        b.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonIconOnly)
         b.setToolTip(tip)
         b.setAutoRaise(True)
         if slot is not None:

@@ -17,3 +17,8 @@ def resource_dir() -> Path:
 
 def icon_path() -> Path:
     return resource_dir() / "icons" / "ferry.svg"
+
+
+def ui_icon_path(name: str) -> Path:
+    """One of Ferry's own small icons (toolbar buttons, file types): ``resources/icons/ui/NAME.svg``."""
+    return resource_dir() / "icons" / "ui" / f"{name}.svg"
