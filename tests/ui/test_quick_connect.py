@@ -201,3 +201,8 @@ def test_address_forms() -> None:
     for bad in ("", "hpc:/x", "sftp://h:0/x", "ftp://h/x"):
         with pytest.raises(UsageError):
             q(bad)
+    # A name that is no saved site or alias, before a path: the quick form for a host is offered.
+    with pytest.raises(UsageError) as caught:
+        q("login01:/scratch/me")
+    assert "Unknown site 'login01'" in caught.value.message
+    assert caught.value.message.endswith("type sftp://login01/scratch/me") and "\n" not in caught.value.message

@@ -763,10 +763,19 @@ def quick_address(text: str, current: Address | None, resolve: Callable[[str], A
         return _saved_or(text, resolve, lambda: _sftp(host_path["host"], host_path["path"], None))
     if current is not None and not current.is_local and not _SITE_FORM.match(text):
         return on_server(current, text)
-    return resolve(text)
+    bare = _BARE_HOST_PATH.match(text)
+    try:
+        return resolve(text)
+    except UsageError as exc:
+        if bare is None:
+            raise
+        # "login01:/scratch": no saved site or ssh_config alias of that name; a host may be meant.
+        name, path = bare["name"], bare["path"]
+        raise UsageError(f"{exc.message}; to connect to a host of that name, type sftp://{name}{path}") from exc
 
 
 _SITE_FORM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]+:")
+_BARE_HOST_PATH = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9_-]+):(?P<path>/[^\x00-\x1f]*)$")
 
 
 def _saved_or(text: str, resolve: Callable[[str], Address], quick: Callable[[], Address]) -> Address:
