@@ -18,6 +18,7 @@ from ferry.core.errors import UsageError
 from ferry.ui.dialogs.prompts import HostKeyDialog
 from ferry.ui.main_window import MainWindow
 from ferry.ui.pane import Pane, quick_address
+from globus.fake_globus import FakeGlobusServer
 from s3.servers import S3Server, shared_server
 from sshd import SshServer, require_sshd
 
@@ -206,3 +207,32 @@ def test_address_forms() -> None:
         q("login01:/scratch/me")
     assert "Unknown site 'login01'" in caught.value.message
     assert caught.value.message.endswith("type sftp://login01/scratch/me") and "\n" not in caught.value.message
+
+
+@pytest.fixture
+def globus(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGlobusServer]:
+    """The local fake of the Globus services, reached as a service account (no browser login)."""
+    from ferry.credentials import globus_auth
+
+    with FakeGlobusServer() as server:
+        for k, v in server.env(client=True).items():
+            monkeypatch.setenv(k, v)
+        globus_auth.reset_shared_auth()
+        yield server
+    globus_auth.reset_shared_auth()
+
+
+def test_quick_connect_to_a_globus_collection_by_its_id(  # type: ignore[no-untyped-def]
+    qtbot, window: MainWindow, globus: FakeGlobusServer
+) -> None:
+    cid = globus.fake.add_collection(name="Synchrotron")
+    globus.fake.put(cid, "/data/run1.h5", b"x" * 10)
+    globus.fake.put(cid, "/other/notes.txt", b"y")
+    pane = window.left
+    type_and_enter(qtbot, pane, cid)  # the collection id alone
+    assert pane.address is not None and (pane.address.scheme, pane.address.host) == ("globus", cid)
+    assert names(pane) == {"data", "other"}, pane.error_text
+    type_and_enter(qtbot, pane, "/data")  # a path in that collection, not on this computer
+    assert pane.address is not None and pane.address.scheme == "globus" and names(pane) == {"run1.h5"}
+    type_and_enter(qtbot, pane, f"globus://{cid}/other/")  # the URL, as 'ferry cp' takes it
+    assert names(pane) == {"notes.txt"}, pane.error_text
