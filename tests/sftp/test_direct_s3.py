@@ -58,7 +58,7 @@ from ferry.__main__ import main
 sys.exit(main(sys.argv[1:]))
 """
 
-_TOOLS = ("sh", "cat", "rm", "wc", "sha256sum", "md5sum", "sleep", "mv", "mkdir", "env")
+_TOOLS = ("sh", "cat", "rm", "wc", "sha256sum", "md5sum", "sleep", "mv", "mkdir", "env", "tail", "head")
 
 
 @pytest.fixture(autouse=True)
@@ -436,3 +436,35 @@ def test_cancel_ends_every_planned_file_and_starts_no_more(
     assert len(states) == 6 and set(states) <= {"done", "cancelled"}, states
     assert states.count(TaskState.DONE) == len(bucket_files(moto, bucket, "run/run/"))
     assert ferry.job(1)["state"] == "cancelled"
+
+
+def test_a_file_over_the_single_put_limit_goes_up_in_parts_signed_one_by_one(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    # The limit is lowered for the test (5 GiB in use): 12 MiB goes up as three 5 MiB parts.
+    server = host()
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    big, small = os.urandom(12 << 20), b"small\n"
+    (folder / "big.bin").write_bytes(big)
+    (folder / "small.txt").write_bytes(small)
+    server.chown(folder)
+    ferry = ferry_for(
+        server, moto, tmp_path, FERRY_DIRECT_MULTIPART_OVER=str(6 << 20), FERRY_DIRECT_PART_SIZE=str(5 << 20)
+    )
+    with ProcessWatch("X-Amz-Signature") as ps:
+        res = counting_ferry(ferry, "cp", "-r", "--json", url(server, str(folder)), f"s3://{bucket}/run/")
+    assert res.returncode == 0, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert bucket_files(moto, bucket, "run/run/") == {"big.bin": big, "small.txt": small}
+    files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert files["big.bin"]["level"] == "checksum", files
+    assert {"host-tool", "s3-multipart-etag"} <= set(files["big.bin"]["evidence"])
+    assert "s3-etag-md5" in files["small.txt"]["evidence"]
+    head = moto.client().head_object(Bucket=bucket, Key="run/run/big.bin")
+    assert head["ETag"].strip('"').endswith("-3")
+    assert head["Metadata"]["ferry-sha256"] == hashlib.sha256(big).hexdigest()
+    assert ps.leaks == []
+    assert moto.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []

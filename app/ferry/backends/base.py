@@ -396,6 +396,7 @@ class StoredObject:
     sha256: str = ""  # the store's own SHA-256 checksum of the whole object
     md5: str = ""  # a single-part ETag that is the object's MD5 (not SSE-KMS, not multipart)
     ferry_sha256: str = ""  # the SHA-256 Ferry stored with the object when it uploaded it
+    etag: str = ""  # the ETag as the store gives it, without quotes ("hex-N" for a multipart upload)
 
 
 @dataclass(frozen=True)
@@ -433,6 +434,23 @@ class UrlSigner(Protocol):
         """Which body checks the store makes on a PUT near ``path`` (probed once)."""
         ...
 
+    def start_upload(self, path: str, sha256: str | None) -> str:
+        """A multipart upload of ``path`` begun (with ``sha256``, hex, kept as Ferry's SHA-256 of
+        the object); returns its upload id."""
+        ...
+
+    def sign_part(self, path: str, upload_id: str, number: int, seconds: int, *, md5: str) -> SignedRequest:
+        """A PUT of part ``number`` (from 1) of that upload, its MD5 (hex) signed in as ``Content-MD5``."""
+        ...
+
+    def complete_upload(self, path: str, upload_id: str, md5s: Sequence[str]) -> None:
+        """End the upload: the parts in order, each named by its MD5 (hex: a part's ETag)."""
+        ...
+
+    def abort_upload(self, path: str, upload_id: str) -> None:
+        """Abandon the upload and the parts the store holds for it."""
+        ...
+
 
 @dataclass(frozen=True)
 class Features:
@@ -465,7 +483,17 @@ _MEMBERS: dict[type, tuple[str, ...]] = {
     Batches: ("batch_usable", "write_batch", "commit_batch", "read_batch"),
     SourceEvidence: ("evidence_for",),
     Delegator: ("delegation",),
-    UrlSigner: ("sign_put", "sign_get", "sign_probe", "stored_object", "store_checks"),
+    UrlSigner: (
+        "sign_put",
+        "sign_get",
+        "sign_probe",
+        "stored_object",
+        "store_checks",
+        "start_upload",
+        "sign_part",
+        "complete_upload",
+        "abort_upload",
+    ),
 }
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 
 from ferry.backends.base import SignedRequest, StoreChecks, StoredObject
@@ -131,7 +132,7 @@ class DirectUrls:
     def sign_probe(self, seconds: int) -> SignedRequest:
         return SignedRequest("HEAD", self._signed("head_bucket", {"Bucket": self.conn.bucket}, seconds, ""))
 
-    def _signed(self, operation: str, params: dict[str, str], seconds: int, path: str) -> str:
+    def _signed(self, operation: str, params: Mapping[str, object], seconds: int, path: str) -> str:
         try:
             return str(self.conn.client.generate_presigned_url(operation, Params=params, ExpiresIn=seconds))
         except Exception as exc:
@@ -155,6 +156,7 @@ class DirectUrls:
             sha256=base64.b64decode(sha).hex() if whole else "",
             md5=md5.lower(),
             ferry_sha256=facts.ferry_sha256.lower(),
+            etag=facts.etag.lower(),
         )
 
     def store_checks(self, path: str) -> StoreChecks:
@@ -162,3 +164,35 @@ class DirectUrls:
 
         found = support(self.conn, key_of(path))
         return StoreChecks(found.send_sha256, found.checks_sha256, found.checks_md5)
+
+    def start_upload(self, path: str, sha256: str | None) -> str:
+        key = key_of(path)
+        meta = {"ferry-sha256": sha256} if sha256 else {}
+        resp = self.conn.call(self.conn.display(key), self.conn.client.create_multipart_upload, Key=key, Metadata=meta)
+        return str(resp["UploadId"])
+
+    def sign_part(self, path: str, upload_id: str, number: int, seconds: int, *, md5: str) -> SignedRequest:
+        digest = b64(bytes.fromhex(md5))
+        params = {
+            "Bucket": self.conn.bucket,
+            "Key": key_of(path),
+            "UploadId": upload_id,
+            "PartNumber": number,
+            "ContentMD5": digest,
+        }
+        return SignedRequest("PUT", self._signed("upload_part", params, seconds, path), {"Content-MD5": digest})
+
+    def complete_upload(self, path: str, upload_id: str, md5s: Sequence[str]) -> None:
+        key = key_of(path)
+        parts = [{"ETag": f'"{m}"', "PartNumber": i} for i, m in enumerate(md5s, 1)]
+        self.conn.call(
+            self.conn.display(key),
+            self.conn.client.complete_multipart_upload,
+            Key=key,
+            UploadId=upload_id,
+            MultipartUpload={"Parts": parts},
+        )
+
+    def abort_upload(self, path: str, upload_id: str) -> None:
+        key = key_of(path)
+        self.conn.call(self.conn.display(key), self.conn.client.abort_multipart_upload, Key=key, UploadId=upload_id)

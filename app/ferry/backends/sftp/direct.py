@@ -14,8 +14,10 @@ store takes it, ``Content-MD5``); ``curl --fail -T FILE`` sends it; then Ferry r
 the store keeps (HeadObject with checksums) and compares it with the host's digests: a
 single-part ETag is the MD5 of what the store received; a stored SHA-256 counts only where the
 store was seen to refuse a wrong one (``backends/s3/checksums.py``), since some stores keep
-whatever they are sent. Files over 5 GiB (a single PUT's limit) fail with a sentence saying so:
-copy them with the relay route.
+whatever they are sent. Files over 5 GiB (a single PUT's limit) go up as multipart uploads: the
+host hashes each part (MD5) and sends it with a URL signed for that part alone (the part on
+curl's standard input, the URL on descriptor 3), and the store's multipart ETag is compared with
+the one the host's part digests give.
 
 Download (S3 to host), per file: ``curl --fail -o`` into a partial name beside the file (created
 fresh with ``set -C``, never through a link), the host hashes what landed, Ferry compares with the
@@ -29,6 +31,7 @@ that cannot go direct raises :class:`~ferry.backends.base.NoDirectRoute` with on
 
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 import re
@@ -60,6 +63,25 @@ from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 DEFAULT_TTL = 600  # seconds a signed URL lasts
 MAX_SINGLE_PUT = 5 << 30  # S3's limit for one PUT
 _URL = re.compile(r"(https?://[^\s/?#'\"]+)[^\s'\"]*")
+
+
+def multipart_over() -> int:
+    """Files bigger than this go up as multipart uploads (``FERRY_DIRECT_MULTIPART_OVER``, bytes;
+    else one PUT's limit, 5 GiB)."""
+    try:
+        return int(os.environ.get("FERRY_DIRECT_MULTIPART_OVER", MAX_SINGLE_PUT))
+    except ValueError:
+        return MAX_SINGLE_PUT
+
+
+def part_size(size: int) -> int:
+    """Part size for a ``size``-byte file: ``FERRY_DIRECT_PART_SIZE`` (bytes, else 512 MiB), and
+    big enough that there are at most 10,000 parts (S3's limit)."""
+    try:
+        part = max(5 << 20, int(os.environ.get("FERRY_DIRECT_PART_SIZE", 512 << 20)))
+    except ValueError:
+        part = 512 << 20
+    return max(part, -(-size // 10_000))
 
 
 def url_ttl() -> int:
@@ -352,9 +374,14 @@ class HostS3Route:
             raise Transient(f"The host could not hash {self.host.display(path)}: {err or f'exit {rc}'}")
         return int(words[0]), words[1].lower(), (words[3].lower() if len(tools) > 1 else None)
 
-    def _curl(self, req: SignedRequest, args: str, what: str) -> None:
-        """Run the host's curl for ``req`` (its URL and headers on standard input)."""
-        rc, out, err = self._run(f"curl --fail -sS --retry 2 -w '%{{http_code}}' -K - {args}", stdin=curl_config(req))
+    def _curl(self, req: SignedRequest, args: str, what: str, *, prefix: str = "", config_fd: bool = False) -> None:
+        """Run the host's curl for ``req``, its URL and headers on standard input (with
+        ``config_fd``, on descriptor 3 instead, ``prefix`` opening a group whose pipe feeds curl)."""
+        config = "/dev/fd/3" if config_fd else "-"
+        command = f"{prefix}curl --fail -sS --retry 2 -w '%{{http_code}}' -K {config} {args}"
+        if config_fd:
+            command += "; } 3<&0"
+        rc, out, err = self._run(command, stdin=curl_config(req))
         if rc == 0:
             return
         status = out.strip()[-3:]
@@ -368,17 +395,15 @@ class HostS3Route:
     # ---- upload: host to S3 ----
     def _upload(self, job: DelegatedJob, row: DelegatedRow, entry: Entry) -> _Outcome:
         shown = self.store.display(row.dst)
-        if (entry.size or 0) > MAX_SINGLE_PUT:
-            raise Unsupported(
-                f"{self.host.display(row.src)} is over 5 GiB, which the direct route does not send yet "
-                "(one PUT at most): copy it through this computer (relay)"
-            )
-        size, sha, md5 = self._hashes(row.src, md5=True)
+        parts = (entry.size or 0) > multipart_over()
+        size, sha, md5 = self._hashes(row.src, md5=not parts)
         existing = self.signer.stored_object(row.dst)
         if existing is not None:
             kept = self._existing(job, row, existing, size, sha, md5)
             if kept is not None:
                 return kept
+        if parts:
+            return _Outcome(row, TaskState.DONE, self._upload_parts(row, size, sha), moved=size)
         checks = self.store_checks(row.dst)
         req = self.signer.sign_put(row.dst, url_ttl(), sha256=sha if checks.send_sha256 else None, md5=md5)
         self._curl(req, f"-o /dev/null -T {shlex.quote(row.src)}", shown)
@@ -387,6 +412,51 @@ class HostS3Route:
             raise Transient(f"The store holds no object at {shown} after the host's upload")
         v = upload_verification(stored, size, sha, md5, checks)
         return _Outcome(row, TaskState.DONE, v, moved=size)
+
+    def _upload_parts(self, row: DelegatedRow, size: int, sha: str) -> Verification:
+        """A file over one PUT's limit as a multipart upload: the host hashes each part (MD5) and
+        sends it with a URL signed for that part alone; the store's multipart ETag, computed from
+        the parts it received, is compared with the one the host's MD5s give."""
+        part = part_size(size)
+        q = shlex.quote(row.src)
+        upload_id = self.signer.start_upload(row.dst, sha)
+        md5s: list[str] = []
+        try:
+            for number, offset in enumerate(range(0, size, part), 1):
+                length = min(part, size - offset)
+                piece = f"tail -c +{offset + 1} {q} | head -c {length}"
+                rc, out, err = self._run(f"{piece} | {self.tools.md5 or 'md5sum'}", timeout=3600)
+                if rc != 0 or not out.split():
+                    raise Transient(f"The host could not hash part {number} of {self.host.display(row.src)}: {err}")
+                md5s.append(out.split()[0].lower())
+                req = self.signer.sign_part(row.dst, upload_id, number, url_ttl(), md5=md5s[-1])
+                # curl reads the part on its standard input, so its config comes on descriptor 3.
+                self._curl(
+                    req,
+                    f"-o /dev/null -T - -H 'Content-Length: {length}' -H 'Transfer-Encoding:'",  # not chunked
+                    f"part {number} of {self.store.display(row.dst)}",
+                    prefix=f"{{ {piece} | ",
+                    config_fd=True,
+                )
+            self.signer.complete_upload(row.dst, upload_id, md5s)
+        except BaseException:
+            try:
+                self.signer.abort_upload(row.dst, upload_id)
+            except FerryError:
+                pass  # what cannot be aborted now shows in 'ferry s3 uploads' (unfinished uploads)
+            raise
+        stored = self.signer.stored_object(row.dst)
+        if stored is None or stored.size != size:
+            raise ChecksumMismatch(f"the store does not hold {size:,} bytes at {self.store.display(row.dst)}")
+        expected = hashlib.md5(b"".join(bytes.fromhex(m) for m in md5s), usedforsecurity=False).hexdigest()
+        if stored.etag != f"{expected}-{len(md5s)}":
+            raise ChecksumMismatch("the store's multipart ETag differs from the one the host's part MD5s give")
+        return Verification(
+            Level.CHECKSUM,
+            "md5",
+            (Evidence.HOST_TOOL, Evidence.S3_MULTIPART_ETAG),
+            f"multipart ETag match ({len(md5s)} parts hashed on the host)",
+        )
 
     def store_checks(self, path: str) -> StoreChecks:
         if self._checks is None:
