@@ -140,6 +140,11 @@ def test_bad_address_says_why_under_the_bar_and_changes_nothing(  # type: ignore
     assert "Passwords are not accepted" in pane.address_error.text()
     assert "hunter2" not in pane.address_error.text() and "hunter2" not in window.status_label.text()
     assert pane.address == before
+    # Asked for by something else (the site picker, a ferry:// link): the bar shows what was asked.
+    pane.path_stack.setCurrentWidget(pane.crumbs)
+    assert not pane.navigate("nosuchsite:/data")
+    assert pane.path_stack.currentWidget() is pane.path_edit and pane.path_edit.text() == "nosuchsite:/data"
+    assert "Unknown site 'nosuchsite'" in pane.address_error.text() and pane.address == before
     # The next good address clears the message.
     type_and_enter(qtbot, pane, str(here))
     assert not pane.address_error.isVisible()

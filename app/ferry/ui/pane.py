@@ -511,6 +511,8 @@ class Pane(QWidget):
         try:
             address = target if isinstance(target, Address) else self.resolve(target)
         except FerryError as exc:
+            if isinstance(target, str):
+                self.path_edit.setText(target)  # shown for mending, whoever asked (a link, the picker)
             self._bad_address(exc.message)
             return False
         if remember and self.address is not None and address != self.address:
