@@ -468,3 +468,27 @@ def test_a_file_over_the_single_put_limit_goes_up_in_parts_signed_one_by_one(
     assert head["Metadata"]["ferry-sha256"] == hashlib.sha256(big).hexdigest()
     assert ps.leaks == []
     assert moto.client().list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_a_download_never_writes_through_a_link_below_the_destination(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host()
+    bucket = moto.new_bucket()
+    client = moto.client()
+    client.put_object(Bucket=bucket, Key="in/top.bin", Body=b"top")
+    client.put_object(Bucket=bucket, Key="in/sub/x.bin", Body=b"must not leave the destination")
+    remote = server.mkdir()
+    outside = server.mkdir("outside-")
+    (remote / "in").mkdir()
+    (remote / "in" / "sub").symlink_to(outside)  # a link where the job needs a folder
+    server.chown(remote)
+    ferry = ferry_for(server, moto, tmp_path)
+    res = counting_ferry(ferry, "cp", "-r", "--json", f"s3://{bucket}/in", url(server, f"{remote}/"))
+    assert res.returncode == 1, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr  # the direct route, not the relay
+    assert list(outside.iterdir()) == []  # nothing written through the link
+    assert (remote / "in" / "top.bin").read_bytes() == b"top"
+    files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert files["top.bin"]["state"] == "done" and files["x.bin"]["state"] == "failed", files
+    assert not [p for p in remote.rglob("*") if p.name.endswith(".ferry-part")]
