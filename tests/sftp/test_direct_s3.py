@@ -226,6 +226,11 @@ def test_cp_r_host_folder_to_s3_goes_direct_verified_without_bytes_through_ferry
     for e in files.values():
         assert {"host-tool", "s3-etag-md5"} <= set(e["evidence"]), e
     assert result_event(res.stdout)["state"] == "done"
+    # The host's SHA-256 and the file's time are kept with each object, as a relayed upload keeps them.
+    head = moto.client().head_object(Bucket=bucket, Key="run42/run42/sub/b.bin")
+    assert head["Metadata"]["ferry-sha256"] == hashlib.sha256(want["sub/b.bin"]).hexdigest()
+    kept = float(head["Metadata"]["mtime"])
+    assert kept == int((remote / "run42" / "sub" / "b.bin").stat().st_mtime)  # SFTP's whole seconds
     # The signed URLs never showed in the host's process list, nor in the queue.
     assert ps.curls > 0, "the watch never saw the host's curl: it proves nothing"
     assert ps.leaks == []

@@ -413,9 +413,20 @@ class UrlSigner(Protocol):
     can move the bytes itself: ``ferry.backends.sftp.direct`` (SSH host <-> S3). Signing happens
     here, on this computer: no store credential reaches the host."""
 
-    def sign_put(self, path: str, seconds: int, *, sha256: str | None, md5: str | None) -> SignedRequest:
+    def sign_put(
+        self,
+        path: str,
+        seconds: int,
+        *,
+        sha256: str | None,
+        md5: str | None,
+        mtime_ns: int | None = None,
+        send_checksum: bool = True,
+    ) -> SignedRequest:
         """A PUT of one whole object at ``path``, with the SHA-256 and MD5 (hex) of the body signed
-        into it as ``x-amz-checksum-sha256`` and ``Content-MD5`` where given."""
+        into it as ``x-amz-checksum-sha256`` (unless ``send_checksum`` is False: a store that
+        refuses the header) and ``Content-MD5`` where given; the SHA-256 and the file's time
+        (``mtime_ns``) are stored with the object as metadata (signed headers too)."""
         ...
 
     def sign_get(self, path: str, seconds: int) -> SignedRequest:
@@ -434,9 +445,9 @@ class UrlSigner(Protocol):
         """Which body checks the store makes on a PUT near ``path`` (probed once)."""
         ...
 
-    def start_upload(self, path: str, sha256: str | None) -> str:
+    def start_upload(self, path: str, sha256: str | None, mtime_ns: int | None = None) -> str:
         """A multipart upload of ``path`` begun (with ``sha256``, hex, kept as Ferry's SHA-256 of
-        the object); returns its upload id."""
+        the object, and the file's time); returns its upload id."""
         ...
 
     def sign_part(self, path: str, upload_id: str, number: int, seconds: int, *, md5: str) -> SignedRequest:

@@ -115,13 +115,26 @@ class DirectUrls:
 
     conn: S3Connection
 
-    def sign_put(self, path: str, seconds: int, *, sha256: str | None, md5: str | None) -> SignedRequest:
-        params: dict[str, str] = {"Bucket": self.conn.bucket, "Key": key_of(path)}
+    def sign_put(
+        self,
+        path: str,
+        seconds: int,
+        *,
+        sha256: str | None,
+        md5: str | None,
+        mtime_ns: int | None = None,
+        send_checksum: bool = True,
+    ) -> SignedRequest:
+        params: dict[str, object] = {"Bucket": self.conn.bucket, "Key": key_of(path)}
         headers: dict[str, str] = {}
-        if sha256:
+        if sha256 and send_checksum:
             params["ChecksumSHA256"] = headers["x-amz-checksum-sha256"] = b64(bytes.fromhex(sha256))
         if md5:
             params["ContentMD5"] = headers["Content-MD5"] = b64(bytes.fromhex(md5))
+        meta = _metadata(sha256, mtime_ns)
+        if meta:
+            params["Metadata"] = meta
+            headers.update({f"x-amz-meta-{k}": v for k, v in meta.items()})
         url = self._signed("put_object", params, seconds, path)
         return SignedRequest("PUT", url, headers)
 
@@ -165,9 +178,9 @@ class DirectUrls:
         found = support(self.conn, key_of(path))
         return StoreChecks(found.send_sha256, found.checks_sha256, found.checks_md5)
 
-    def start_upload(self, path: str, sha256: str | None) -> str:
+    def start_upload(self, path: str, sha256: str | None, mtime_ns: int | None = None) -> str:
         key = key_of(path)
-        meta = {"ferry-sha256": sha256} if sha256 else {}
+        meta = _metadata(sha256, mtime_ns)
         resp = self.conn.call(self.conn.display(key), self.conn.client.create_multipart_upload, Key=key, Metadata=meta)
         return str(resp["UploadId"])
 
@@ -196,3 +209,14 @@ class DirectUrls:
     def abort_upload(self, path: str, upload_id: str) -> None:
         key = key_of(path)
         self.conn.call(self.conn.display(key), self.conn.client.abort_multipart_upload, Key=key, UploadId=upload_id)
+
+
+def _metadata(sha256: str | None, mtime_ns: int | None) -> dict[str, str]:
+    """What Ferry stores with an object another host uploads: the host's SHA-256 of the file
+    (``ferry-sha256``, as a relayed upload stores its stream's) and its time (``mtime``)."""
+    from ferry.backends.s3.entries import attribute_metadata
+
+    meta = attribute_metadata(None, mtime_ns, None)
+    if sha256:
+        meta["ferry-sha256"] = sha256
+    return meta

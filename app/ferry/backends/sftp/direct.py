@@ -402,10 +402,13 @@ class HostS3Route:
             kept = self._existing(job, row, existing, size, sha, md5)
             if kept is not None:
                 return kept
+        mtime_ns = entry.own_mtime_ns if job.preserve_mtime else None
         if parts:
-            return _Outcome(row, TaskState.DONE, self._upload_parts(row, size, sha), moved=size)
+            return _Outcome(row, TaskState.DONE, self._upload_parts(row, size, sha, mtime_ns), moved=size)
         checks = self.store_checks(row.dst)
-        req = self.signer.sign_put(row.dst, url_ttl(), sha256=sha if checks.send_sha256 else None, md5=md5)
+        req = self.signer.sign_put(
+            row.dst, url_ttl(), sha256=sha, md5=md5, mtime_ns=mtime_ns, send_checksum=checks.send_sha256
+        )
         self._curl(req, f"-o /dev/null -T {shlex.quote(row.src)}", shown)
         stored = self.signer.stored_object(row.dst)
         if stored is None:
@@ -413,13 +416,13 @@ class HostS3Route:
         v = upload_verification(stored, size, sha, md5, checks)
         return _Outcome(row, TaskState.DONE, v, moved=size)
 
-    def _upload_parts(self, row: DelegatedRow, size: int, sha: str) -> Verification:
+    def _upload_parts(self, row: DelegatedRow, size: int, sha: str, mtime_ns: int | None) -> Verification:
         """A file over one PUT's limit as a multipart upload: the host hashes each part (MD5) and
         sends it with a URL signed for that part alone; the store's multipart ETag, computed from
         the parts it received, is compared with the one the host's MD5s give."""
         part = part_size(size)
         q = shlex.quote(row.src)
-        upload_id = self.signer.start_upload(row.dst, sha)
+        upload_id = self.signer.start_upload(row.dst, sha, mtime_ns)
         md5s: list[str] = []
         try:
             for number, offset in enumerate(range(0, size, part), 1):
