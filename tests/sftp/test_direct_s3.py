@@ -304,9 +304,7 @@ def test_checksum_digests_match_what_the_bucket_holds(moto: S3Server) -> None:
     assert etag == hashlib.md5(body).hexdigest()
 
 
-def test_an_expired_url_fails_its_files_and_a_retry_redoes_them(
-    host: Callable[..., SshServer], tmp_path: Path
-) -> None:
+def test_an_expired_url_fails_its_files_and_a_retry_redoes_them(host: Callable[..., SshServer], tmp_path: Path) -> None:
     try:
         store = shared_server("rclone")  # moto takes any signature, expired or not
     except RuntimeError as exc:
@@ -497,3 +495,31 @@ def test_a_download_never_writes_through_a_link_below_the_destination(
     files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
     assert files["top.bin"]["state"] == "done" and files["x.bin"]["state"] == "failed", files
     assert not [p for p in remote.rglob("*") if p.name.endswith(".ferry-part")]
+
+
+def test_a_multipart_object_without_a_checksum_is_checked_part_by_part_on_the_host(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host()
+    bucket = moto.new_bucket()
+    client = moto.client()
+    parts = [os.urandom(5 << 20), os.urandom(5 << 20), os.urandom(1 << 20)]
+    upload = client.create_multipart_upload(Bucket=bucket, Key="in/big.bin")["UploadId"]
+    done = [
+        {
+            "ETag": client.upload_part(Bucket=bucket, Key="in/big.bin", UploadId=upload, PartNumber=n, Body=p)["ETag"],
+            "PartNumber": n,
+        }
+        for n, p in enumerate(parts, 1)
+    ]
+    client.complete_multipart_upload(Bucket=bucket, Key="in/big.bin", UploadId=upload, MultipartUpload={"Parts": done})
+    head = client.head_object(Bucket=bucket, Key="in/big.bin", ChecksumMode="ENABLED")
+    assert "ChecksumSHA256" not in head and "ferry-sha256" not in head.get("Metadata", {}), head
+    remote = server.mkdir()
+    ferry = ferry_for(server, moto, tmp_path)
+    res = counting_ferry(ferry, "cp", "--json", f"s3://{bucket}/in/big.bin", url(server, f"{remote}/"))
+    assert res.returncode == 0, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert (remote / "big.bin").read_bytes() == b"".join(parts)
+    (event,) = [v for v in file_events(res.stdout).values() if v.get("kind", "file") == "file"]
+    assert event["level"] == "checksum" and "s3-multipart-etag" in event["evidence"], event

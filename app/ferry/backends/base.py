@@ -397,6 +397,9 @@ class StoredObject:
     md5: str = ""  # a single-part ETag that is the object's MD5 (not SSE-KMS, not multipart)
     ferry_sha256: str = ""  # the SHA-256 Ferry stored with the object when it uploaded it
     etag: str = ""  # the ETag as the store gives it, without quotes ("hex-N" for a multipart upload)
+    # A multipart object's part sizes, in order, where the store tells them (the first part's size,
+    # the rest alike but the last): its ETag is then the MD5 of the parts' MD5s, "-N".
+    parts: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,19 @@ class DirectUrls:
             md5=md5.lower(),
             ferry_sha256=facts.ferry_sha256.lower(),
             etag=facts.etag.lower(),
+            parts=self._part_layout(key, size, facts.parts) if facts.etag_is_md5 and facts.parts else (),
         )
+
+    def _part_layout(self, key: str, size: int, count: int) -> tuple[int, ...]:
+        """The part sizes of a multipart object, from its first part's size (one HEAD), assuming the
+        rest alike but the last; empty where the store does not say."""
+        from ferry.backends.s3.evidence import uniform_layout
+
+        try:
+            first = int(self.conn.head_object(key, part_number=1).get("ContentLength") or 0)
+        except Exception:
+            return ()
+        return tuple(uniform_layout(size, count, first) or ())
 
     def store_checks(self, path: str) -> StoreChecks:
         from ferry.backends.s3.checksums import support
