@@ -224,7 +224,11 @@ class MainWindow(QMainWindow):
             self, [self.left.view, self.right.view], self._slots(), self.site_offers
         )
         for pane in (self.left, self.right):
-            pane.listed.connect(lambda _gen, p=pane: self.site_offers.learn(p.view, p.pool, p.address))
+            # Only a folder that could be read: a failed listing (a rejected host key, a wrong
+            # password) must not connect again to learn the site's offers, asking once more.
+            pane.listed.connect(
+                lambda _gen, p=pane: self.site_offers.learn(p.view, p.pool, None if p.error_text else p.address)
+            )
 
         # Create (or migrate) the queue database once, here, before threads open their own
         # connections to it: two first-time opens at once would both try to migrate.
