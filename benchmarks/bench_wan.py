@@ -351,6 +351,11 @@ class Bench:
             runs.seconds.pop()
 
 
+def capped(r: Runs) -> bool:
+    """Most runs hit --timeout: the median is a lower bound on the tool's time."""
+    return r.timed_out * 2 > len(r.seconds)
+
+
 def report(
     rtt: float, rate_bps: float, proto: str, case: Case, up: bool, res: dict[str, Runs]
 ) -> list[dict[str, object]]:
@@ -379,21 +384,24 @@ def report(
             rows.append({**row, "failed": r.failed})
             continue
         s = med[tool]
-        more = ">" if r.timed_out and r.timed_out * 2 > len(r.seconds) else ""
+        more = ">" if capped(r) else ""  # stopped at --timeout: its time is a lower bound
+        less = "<" if more else ""
         rate = f"{case.total / s / 1e6:.1f} MB/s" if case.files == 1 else f"{case.files / s:.0f} files/s"
-        vs = f"{peers[best] / s:.2f}x" if best is not None and tool == "ferry" else ""
+        at_least = ">=" if best is not None and capped(res[best]) else ""
+        vs = f"{at_least}{peers[best] / s:.2f}x" if best is not None and tool == "ferry" else ""
         if tool == best:
             vs = "best peer"
         cpu = [statistics.median(c[k] for c in r.cpu) for k in range(3)]
         # Wall time per file in round trips: ~N for a tool that waits N round trips per file in turn.
         per_file = f"{s / case.files / (rtt / 1000):.2f}" if rtt and case.files > 1 else ""
         log(
-            f"| {tool} | {more}{s:.2f} ({min(r.seconds):.2f}-{max(r.seconds):.2f}) | {rate} | {s / limit:.1f} "
+            f"| {tool} | {more}{s:.2f} ({min(r.seconds):.2f}-{max(r.seconds):.2f}) | {less}{rate} | {s / limit:.1f} "
             f"| {vs} | {cpu[0]:.1f} / {cpu[1]:.1f} / {cpu[2]:.1f} | {per_file} |"
         )
         rows.append({**row, "seconds": r.seconds, "median": s, "timed_out": r.timed_out, "cpu": r.cpu})
     if ferry and best:
-        log(f"Ferry against the best peer ({best}): {peers[best] / ferry:.2f}x its speed")
+        at_least = "at least " if capped(res[best]) else ""
+        log(f"Ferry against the best peer ({best}): {at_least}{peers[best] / ferry:.2f}x its speed")
     return rows
 
 
@@ -409,6 +417,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3, help="interleaved runs per tool (median; default 3)")
     ap.add_argument("--timeout", type=float, default=120.0, help="stop a run after this many seconds (default 120)")
     ap.add_argument("--big-size", default="256M", help="size of the big case's file (default 256M)")
+    ap.add_argument("--small-count", type=int, default=2000, help="files in the small case (default 2000)")
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     args = ap.parse_args()
@@ -418,7 +427,8 @@ def main() -> int:
         big = linkemu.parse_size(args.big_size)
     except ValueError as exc:
         ap.error(f"bad value: {exc}")
-    cases = {"big": Case("big", 1, big), "mid": Case("mid", 1000, MiB), "small": Case("small", 2000, 16 * 1024)}
+    small = Case("small", args.small_count, 16 * 1024)
+    cases = {"big": Case("big", 1, big), "mid": Case("mid", 1000, MiB), "small": small}
     bad = [c for c in args.case.split(",") if c not in cases] + [
         p for p in args.proto.split(",") if p not in ("sftp", "s3")
     ]
