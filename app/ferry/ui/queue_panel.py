@@ -25,8 +25,20 @@ from PySide6.QtWidgets import (
 )
 
 from ferry.core.errors import Action
+from ferry.core.units import format_duration, format_rate
 from ferry.ui.queue_actions import addresses_text
-from ferry.ui.queue_model import PROGRESS, TITLE, FractionRole, JobRole, QueueModel, elided_title, fix_for, gui_message
+from ferry.ui.queue_model import (
+    ETA,
+    PROGRESS,
+    SPEED,
+    TITLE,
+    FractionRole,
+    JobRole,
+    QueueModel,
+    elided_title,
+    fix_for,
+    gui_message,
+)
 from ferry.ui.queue_service import JobRow
 
 
@@ -145,8 +157,16 @@ class QueuePanel(QWidget):
         h = self.view.header()
         h.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         h.setStretchLastSection(False)
-        for col, width in ((1, 135), (2, 80), (3, 130), (4, 70), (5, 80), (6, 70), (7, 110)):  # Transfer: the rest
+        for col, width in ((1, 135), (2, 70), (3, 130), (4, 70), (7, 100)):  # Transfer: the rest
             h.resizeSection(col, width)
+        # A finished row's average speed and duration are read, not guessed: wide enough for
+        # "avg 888.8 MiB/s" and "took 55:00:00" in this font (the text's margins included).
+        fm, pad = (
+            self.view.fontMetrics(),
+            2 * (self.view.style().pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1),
+        )
+        h.resizeSection(SPEED, fm.horizontalAdvance(f"avg {format_rate(888.8 * 2**20)}") + pad + 4)
+        h.resizeSection(ETA, fm.horizontalAdvance(f"took {format_duration(55 * 3600)}") + pad + 4)
         lay.addWidget(self.view, 1)
         self.fix_label = QLabel("")
         self.fix_label.setObjectName("fixLabel")
