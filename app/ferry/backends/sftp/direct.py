@@ -318,8 +318,9 @@ class HostS3Route:
 
     def _folder(self, writer: Backend, sink: DelegationSink, row: DelegatedRow) -> None:
         try:
-            if not self.upload:
-                writer.mkdir(row.dst, parents=True, exist_ok=True)
+            # Made on the host; on the store, as the relay makes it (a folder marker where the
+            # store keeps them, so an empty folder is not lost).
+            writer.mkdir(row.dst, parents=True, exist_ok=True)
         except FerryError as exc:
             sink.finish_rows([row], TaskState.FAILED, error=exc.message)
             return
