@@ -56,7 +56,9 @@ def gui_message(job_id: int, message: str | None) -> str | None:
     """The engine's job messages name CLI commands; in the window the buttons do that."""
     if not message:
         return message
-    for cmd, button in ((f"'ferry queue retry {job_id}'", "Retry"), ("'ferry queue resume'", "Resume"),
+    for cmd, button in ((f"'ferry queue retry {job_id}'", "Retry"),
+                        ("'ferry queue resume' (or Resume in the window)", "Resume"),  # the pause line
+                        ("'ferry queue resume'", "Resume"),
                         ("'ferry queue run'", "Resume")):  # fmt: skip
         message = message.replace(cmd, button)
     return message
