@@ -38,6 +38,7 @@ from ferry.ui.queue_model import (
     elided_title,
     fix_for,
     gui_message,
+    problem_text,
 )
 from ferry.ui.queue_service import JobRow
 
@@ -77,6 +78,21 @@ class TitleDelegate(QStyledItemDelegate):
             style = option.widget.style() if option.widget is not None else QApplication.style()
             margin = 2 * (style.pixelMetric(QStyle.PixelMetric.PM_FocusFrameHMargin) + 1) + 2
             option.text = elided_title(job, option.fontMetrics, option.rect.width() - margin)
+
+
+def failure_line(jobs: list[JobRow]) -> str:
+    """The line under the panel for the selected jobs: the first one that stopped or has a file
+    failed for good, with what the engine said and the first failure's cause and advice (the
+    State cell has them too, but cut short in a narrow window)."""
+    for j in jobs:
+        stopped = bool(j.message) and j.state in ("failed", "paused")
+        problem = problem_text(j)
+        if stopped or problem:
+            said = [gui_message(j.id, j.message) or ""] if stopped else []
+            if problem:
+                said.append(f"first failure: {problem}")
+            return f"Job {j.id}: " + "; ".join(said)
+    return ""
 
 
 class QueuePanel(QWidget):
@@ -205,10 +221,7 @@ class QueuePanel(QWidget):
         self.buttons["fix"].setVisible(fix is not None)
         self.buttons["fix"].setEnabled(fix is not None)
         self.buttons["fix"].setText(fix[1] if fix else "Fix…")
-        failing = [j for j in jobs if j.message and j.state in ("failed", "paused")]
-        self.fix_label.setText(
-            f"Job {failing[0].id}: {gui_message(failing[0].id, failing[0].message)}" if failing else ""
-        )
+        self.fix_label.setText(failure_line(jobs))
 
     def refresh_buttons(self) -> None:
         self._selection_changed()
