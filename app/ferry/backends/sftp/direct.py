@@ -133,7 +133,9 @@ _probed: dict[tuple[str, str], HostTools | str] = {}
 _probe_lock = threading.Lock()
 
 _PROBE = (
-    "command -v curl >/dev/null 2>&1 || { echo no-curl; exit 0; }; "
+    # Whatever the answer, the config sent on standard input is read to its end: a command that
+    # ends with its input unread races the EOF Ferry sends, and sshd may drop the connection.
+    "echo probe=ferry; command -v curl >/dev/null 2>&1 || { cat >/dev/null; echo no-curl; exit 0; }; "
     "if command -v sha256sum >/dev/null 2>&1; then echo sha=sha256sum; "
     "elif command -v shasum >/dev/null 2>&1; then echo sha=shasum; fi; "
     "command -v md5sum >/dev/null 2>&1 && echo md5=md5sum; "
@@ -149,7 +151,11 @@ def probe(host: Backend, shell: RemoteShell, signer: UrlSigner) -> HostTools:
     with _probe_lock:
         found = _probed.get(key)
         if found is None:
-            found = _probe_once(host, shell, req)
+            try:
+                found = _probe_once(host, shell, req)
+            except FerryError as exc:  # the session failed: not cached, asked again next time
+                name = host.address.host or host.endpoint
+                raise NoDirectRoute(f"the host {name} runs no commands for Ferry ({exc.message})") from exc
             _probed[key] = found
     if isinstance(found, str):
         raise NoDirectRoute(found)
@@ -164,11 +170,10 @@ def forget_probes() -> None:
 
 def _probe_once(host: Backend, shell: RemoteShell, req: SignedRequest) -> HostTools | str:
     name = host.address.host or host.endpoint
-    try:
-        _rc, out, _err = shell.run(_PROBE, timeout=60, stdin=curl_config(req))
-    except FerryError as exc:
-        return f"the host {name} runs no commands for Ferry ({exc.message})"
+    _rc, out, _err = shell.run(_PROBE, timeout=60, stdin=curl_config(req))
     words = dict(line.split("=", 1) for line in out.decode(errors="replace").split() if "=" in line)
+    if words.get("probe") != "ferry":  # an sftp-only account, a server without a shell
+        return f"the host {name} runs no shell commands for Ferry"
     if b"no-curl" in out.split():
         return f"the host {name} has no curl"
     if "sha" not in words:
@@ -379,7 +384,11 @@ class HostS3Route:
         """Run the host's curl for ``req``, its URL and headers on standard input (with
         ``config_fd``, on descriptor 3 instead, ``prefix`` opening a group whose pipe feeds curl)."""
         config = "/dev/fd/3" if config_fd else "-"
-        command = f"{prefix}curl --fail -sS --retry 2 -w '%{{http_code}}' -K {config} {args}"
+        # A stalled transfer ends (under 1 KiB/s for two minutes); a file is retried by curl on a
+        # passing error, a part read from a pipe is not (it cannot be read again).
+        retry = "" if config_fd else "--retry 2 "
+        stall = "--speed-limit 1024 --speed-time 120"
+        command = f"{prefix}curl --fail -sS {retry}{stall} -w '%{{http_code}}' -K {config} {args}"
         if config_fd:
             command += "; } 3<&0"
         rc, out, err = self._run(command, stdin=curl_config(req))
@@ -433,15 +442,7 @@ class HostS3Route:
                 if rc != 0 or not out.split():
                     raise Transient(f"The host could not hash part {number} of {self.host.display(row.src)}: {err}")
                 md5s.append(out.split()[0].lower())
-                req = self.signer.sign_part(row.dst, upload_id, number, url_ttl(), md5=md5s[-1])
-                # curl reads the part on its standard input, so its config comes on descriptor 3.
-                self._curl(
-                    req,
-                    f"-o /dev/null -T - -H 'Content-Length: {length}' -H 'Transfer-Encoding:'",  # not chunked
-                    f"part {number} of {self.store.display(row.dst)}",
-                    prefix=f"{{ {piece} | ",
-                    config_fd=True,
-                )
+                self._send_part(row, upload_id, number, md5s[-1], piece, length)
             self.signer.complete_upload(row.dst, upload_id, md5s)
         except BaseException:
             try:
@@ -484,6 +485,25 @@ class HostS3Route:
             (Evidence.HOST_TOOL, Evidence.S3_MULTIPART_ETAG),
             f"multipart ETag match ({len(md5s)} parts hashed on the host)",
         )
+
+    def _send_part(self, row: DelegatedRow, upload_id: str, number: int, md5: str, piece: str, length: int) -> None:
+        """One part, read by ``piece`` on the host; tried up to three times, each with a new URL
+        (curl cannot retry a body it read from a pipe)."""
+        for attempt in range(3):
+            req = self.signer.sign_part(row.dst, upload_id, number, url_ttl(), md5=md5)
+            try:
+                # curl reads the part on its standard input, so its config comes on descriptor 3.
+                self._curl(
+                    req,
+                    f"-o /dev/null -T - -H 'Content-Length: {length}' -H 'Transfer-Encoding:'",  # not chunked
+                    f"part {number} of {self.store.display(row.dst)}",
+                    prefix=f"{{ {piece} | ",
+                    config_fd=True,
+                )
+                return
+            except Transient:
+                if attempt == 2:
+                    raise
 
     def store_checks(self, path: str) -> StoreChecks:
         if self._checks is None:
