@@ -529,3 +529,32 @@ def test_a_multipart_object_without_a_checksum_is_checked_part_by_part_on_the_ho
     assert (remote / "big.bin").read_bytes() == b"".join(parts)
     (event,) = [v for v in file_events(res.stdout).values() if v.get("kind", "file") == "file"]
     assert event["level"] == "checksum" and "s3-multipart-etag" in event["evidence"], event
+
+
+def test_objects_already_in_the_bucket_follow_the_conflict_policy_without_being_sent(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host()
+    log = host_bin(server) / "curl.log"
+    bucket = moto.new_bucket()
+    client = moto.client()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    (folder / "same.txt").write_bytes(b"same\n")
+    (folder / "changed.txt").write_bytes(b"new\n")
+    server.chown(folder)
+    client.put_object(Bucket=bucket, Key="run/same.txt", Body=b"same\n")
+    client.put_object(Bucket=bucket, Key="run/changed.txt", Body=b"old\n")
+    ferry = ferry_for(server, moto, tmp_path)
+    res = ferry("cp", "-r", "--json", "--on-conflict", "skip", url(server, str(folder)), f"s3://{bucket}/")
+    assert res.returncode == 0, describe(res)
+    files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert files["same.txt"]["state"] == "done" and files["same.txt"]["level"] == "checksum", files
+    assert files["changed.txt"]["state"] == "skipped", files
+    assert bucket_files(moto, bucket, "run/") == {"same.txt": b"same\n", "changed.txt": b"old\n"}
+    assert [line for line in log.read_text().splitlines() if " -T " in line] == []  # nothing sent
+    res = ferry("cp", "-r", "--json", "--on-conflict", "overwrite", url(server, str(folder)), f"s3://{bucket}/")
+    assert res.returncode == 0, describe(res)
+    assert bucket_files(moto, bucket, "run/") == {"same.txt": b"same\n", "changed.txt": b"new\n"}
+    assert len([line for line in log.read_text().splitlines() if " -T " in line]) == 1  # only the changed file
