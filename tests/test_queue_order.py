@@ -15,6 +15,9 @@ from ferry.transfers.options import JobOptions
 from ferry.transfers.store import SCHEMA_VERSION, NewTask, Store
 from helpers import Ferry, describe
 
+# Version 6 added the job's route: an older queue has no such columns.
+_NO_ROUTE = "ALTER TABLE jobs DROP COLUMN route; ALTER TABLE jobs DROP COLUMN route_reason; "
+
 
 def _job(store: Store, name: str, files: int = 3) -> int:
     job = store.create_job([f"/{name}"], f"/dst-{name}", JobOptions(), [(f"/{name}", f"/dst-{name}", "")])
@@ -77,7 +80,7 @@ def test_a_version_3_queue_keeps_its_order(tmp_path: Path) -> None:
     a, b = _job(store, "a", 1), _job(store, "b", 1)
     store.close()
     db = sqlite3.connect(path)
-    db.executescript("ALTER TABLE jobs DROP COLUMN position; PRAGMA user_version = 3;")
+    db.executescript("ALTER TABLE jobs DROP COLUMN position; " + _NO_ROUTE + "PRAGMA user_version = 3;")
     db.close()
     store = Store(path)
     assert _order(store) == [a, b]
@@ -85,7 +88,7 @@ def test_a_version_3_queue_keeps_its_order(tmp_path: Path) -> None:
     control.reorder(store, [c], first=True)
     assert _order(store) == [c, a, b]
     store.close()
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_queue_top_move_and_bottom_from_the_command_line(ferry: Ferry, tmp_path: Path) -> None:

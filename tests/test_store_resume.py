@@ -11,6 +11,9 @@ from ferry.core.outcomes import Level, SkipReason
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import SCHEMA_VERSION, NewTask, Store, StoreError
 
+# Version 6 added the job's route: an older queue has no such columns.
+_NO_ROUTE = "ALTER TABLE jobs DROP COLUMN route; ALTER TABLE jobs DROP COLUMN route_reason; "
+
 
 def _job(store: Store) -> int:
     return store.create_job(["/src"], "/dst", JobOptions(), [("/src", "/dst", "")])
@@ -52,14 +55,14 @@ def test_a_version_1_queue_is_migrated_in_place(tmp_path: Path) -> None:
         "DROP TABLE task_resume; DROP TABLE job_values; ALTER TABLE tasks DROP COLUMN verify_level; "
         "ALTER TABLE tasks DROP COLUMN verify_evidence; ALTER TABLE tasks DROP COLUMN skip_reason; "
         "ALTER TABLE jobs DROP COLUMN error_kind; ALTER TABLE jobs DROP COLUMN error_action; "
-        "ALTER TABLE jobs DROP COLUMN position; PRAGMA user_version = 1;"
+        "ALTER TABLE jobs DROP COLUMN position; " + _NO_ROUTE + "PRAGMA user_version = 1;"
     )
     db.close()
     store = Store(path)
     assert store.job(job).dest == "/dst"  # the old job is still there
     store.set_job_value(job, "k", "v")
     assert store.job_value(job, "k") == "v"
-    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 6
 
 
 def test_a_version_2_queue_gets_typed_outcomes_from_its_old_notes(tmp_path: Path) -> None:
@@ -86,7 +89,9 @@ def test_a_version_2_queue_gets_typed_outcomes_from_its_old_notes(tmp_path: Path
     db.executescript(
         "ALTER TABLE tasks DROP COLUMN verify_level; ALTER TABLE tasks DROP COLUMN verify_evidence; "
         "ALTER TABLE tasks DROP COLUMN skip_reason; ALTER TABLE jobs DROP COLUMN error_kind; "
-        "ALTER TABLE jobs DROP COLUMN error_action; ALTER TABLE jobs DROP COLUMN position; PRAGMA user_version = 2;"
+        "ALTER TABLE jobs DROP COLUMN error_action; ALTER TABLE jobs DROP COLUMN position; "
+        + _NO_ROUTE
+        + "PRAGMA user_version = 2;"
     )
     db.commit()
     db.close()

@@ -109,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
                 "size_only": size_only,
                 "outcomes": counts.to_json(),
                 "names_mapped": listener.names_mapped,
+                "route": job.route,
+                "route_reason": job.route_reason,
                 **({"move": json.loads(moved.to_json())} if moved is not None else {}),
                 **tc.snapshot_dict(snap),
             }
@@ -122,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
 def _say(store: Store, job: Job, state: str, summary: str, counts: OutcomeCounts, names_mapped: int = 0) -> None:
     """The summary, one line each for names mapped, files that differ from what is there and what
     a move did, then the state."""
-    lines = [summary]
+    lines = [f"{summary}; route {tc.route_text(job)}"]
     extra = (tc.names_mapped_line(names_mapped), tc.conflict_line(counts), tc.move_line(store, job.id))
     lines += [x for x in extra if x]
     if state != "done":

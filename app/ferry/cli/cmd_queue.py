@@ -195,6 +195,8 @@ def _job_dict(store: Store, job: Job) -> dict[str, Any]:
         "options": json.loads(job.options.to_json()),
         "error_kind": job.error_kind,
         "error_action": job.error_action,
+        "route": job.route,
+        "route_reason": job.route_reason,
         **({"outcomes": store.outcome_counts(job.id).to_json()} if job.state in JOB_FINISHED else {}),
         **_watch_counters(store, job.id),
     }
@@ -304,6 +306,7 @@ def _print_job(store: Store, job: Job, d: dict[str, Any]) -> None:
     print(f"  to:       {tc.escape_name(job.dest)}")
     print(f"  created:  {d['created']}")
     print(f"  options:  {_options_text(job.options)}")
+    print(f"  route:    {tc.route_text(job)}")
     print(
         f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
         f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}"

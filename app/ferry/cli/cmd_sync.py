@@ -81,6 +81,7 @@ def register(sub: Any) -> None:
         default="sha256",
         help="how each copy is checked (default: sha256); --delete needs at least size",
     )
+    tc.add_route_option(p)
     tc.add_run_options(p)
     p.set_defaults(handler=run)
 
@@ -101,8 +102,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--delete removes files only after their copies verified: use --verify sha256, blake3 or size")
     src, dst = resolve(args.source), resolve(args.dest)
     backup = resolve(args.backup_dir) if args.backup_dir else None
-    options = JobOptions(recursive=True, verify=args.verify, on_conflict="overwrite", label="sync")
+    options = JobOptions(recursive=True, verify=args.verify, on_conflict="overwrite", label="sync", route=args.route)
     with BackendPool() as pool:
+        if args.route == "direct":
+            from ferry.transfers.delegated import choose_route
+
+            choose_route(pool.get(src), pool.get(dst), args.route)  # UsageError with the reason: exit 2
         if args.dry_run:
             plan = sync.plan_sync(pool, src, dst, by=By(args.by), delete=args.delete, record_actions=True)
             _check(args, plan, backup)
@@ -190,8 +195,11 @@ def _run(
             runner.listener = tc.RunListener(output)
             summary = tc.run_in_foreground(runner, output)
             counts = store.outcome_counts(job_id)
+            job = store.job(job_id)
+            lines.append(f"route {tc.route_text(job)}")
             lines.append(tc.summary_text(runner.accounting.snapshot(), counts, options.verify, job_id))
             out["outcomes"] = counts.to_json()
+            out.update(route=job.route, route_reason=job.route_reason)
             if summary.stopped == "interrupted":
                 code = EXIT_INTERRUPTED
             elif tc.names_refused(counts):

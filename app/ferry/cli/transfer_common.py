@@ -25,6 +25,8 @@ from ferry.transfers.options import (
     CHOOSE_POLICY_HINT,
     CONFLICT_HELP,
     CONFLICT_POLICIES,
+    ROUTE_HELP,
+    ROUTES,
     ConflictUnanswered,
     JobOptions,
 )
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
     # run jobs, when they run: 'ferry ls' or 'ferry --help' starts without it.
     from ferry.transfers.copy import Answer, Conflict
     from ferry.transfers.scheduler import Runner, RunSummary
-    from ferry.transfers.store import NewTask, Store, Task, TaskResult
+    from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult
 
 # Job creation lives in the engine (ferry.transfers.jobs); these names stay importable from here.
 __all__ = ["canonical", "create_job", "prepare_job", "resolve"]
@@ -81,6 +83,7 @@ def add_job_options(p: argparse.ArgumentParser, *, timing: bool, move: str | Non
         "reconnecting as needed, before a file fails, e.g. 2h (default: 1h in 'ferry queue run', "
         "a few tries in 'ferry cp')",
     )
+    add_route_option(p)
     if move == "option":
         p.add_argument(
             "--move",
@@ -97,6 +100,18 @@ def add_job_options(p: argparse.ArgumentParser, *, timing: bool, move: str | Non
         )
     if timing:
         add_timing_options(p)
+
+
+def add_route_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--route", choices=ROUTES, default="auto", help=ROUTE_HELP)
+
+
+def route_text(job: Job) -> str:
+    """``direct``, ``relay`` or ``relay: the host has no curl`` (what the job recorded); what was
+    asked before the job first started."""
+    if job.route is None:
+        return f"{job.options.route} (as asked; decided when the job starts)"
+    return f"{job.route}: {job.route_reason}" if job.route_reason else job.route
 
 
 def add_timing_options(p: argparse.ArgumentParser) -> None:
@@ -166,6 +181,7 @@ def job_options(args: argparse.Namespace, *, bwlimit: str | None = None) -> JobO
         move=bool(getattr(args, "move", False)),
         allow_unverified_move=bool(getattr(args, "allow_unverified_move", False)),
         patience=parse_duration(args.patience) if getattr(args, "patience", None) else None,
+        route=getattr(args, "route", None) or "auto",
     )
 
 

@@ -88,6 +88,9 @@ class Verification:
     algo: str | None = None
     evidence: tuple[Evidence, ...] = ()
     note: str = ""
+    # The checksum itself (hex, of ``algo``) where the check learnt it without Ferry hashing the
+    # bytes (a store's SHA-256 of a server-side copy): recorded with the file, for manifests.
+    digest: str = ""
 
     @property
     def checksum(self) -> bool:

@@ -14,6 +14,16 @@ transferred file (state and how it was verified) so ``ferry queue show`` and man
 for any other job. It returns when the service's task has ended, or when ``cancel`` fires: with
 the reason ``cancel`` it cancels the service's task; any other reason (pause, shutdown) leaves
 the service working and the next run reattaches.
+
+The route (``--route``, :class:`~ferry.transfers.options.Route`): :func:`choose_route` decides
+once per job whether its bytes go site to site (``direct``: a delegation) or through Ferry
+(``relay``), and why not direct where a delegator raised
+:class:`~ferry.backends.base.NoDirectRoute`. The job records what was chosen (``Store.set_route``).
+
+A delegation that walks the job itself (S3 server-side copy) records its rows before copying
+them: ``finish_rows(rows, TaskState.QUEUED)`` records them as queued and ends nothing, and the job
+value ``planned`` ("1") says every row is recorded (set by the engine for a job planned before it
+reached the delegation, e.g. a sync's differences), so a restart copies the open rows only.
 """
 
 from __future__ import annotations
@@ -23,13 +33,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from ferry.backends.base import Backend, DelegatedJob, DelegatedRow, JobDelegate
+from ferry.backends.base import Backend, DelegatedJob, DelegatedRow, JobDelegate, NoDirectRoute
 from ferry.core.cancel import CancelToken
-from ferry.core.outcomes import NOT_VERIFIED, TaskState, Verification
+from ferry.core.errors import UsageError
+from ferry.core.outcomes import NOT_VERIFIED, SkipReason, TaskState, Verification
 from ferry.core.progress import Accounting
+from ferry.transfers.options import Route
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult
 
 _OPEN = ("queued", "running")
+PLANNED_KEY = "planned"  # job value: "1" once every row of the job is recorded
 
 
 class DelegationListener(Protocol):
@@ -95,22 +108,36 @@ class StoreSink:
         verification: Verification | None = None,
         error: str | None = None,
     ) -> None:
-        """Insert rows (ignored where they exist) and finish the open ones among them."""
+        """Insert rows (ignored where they exist) and finish the open ones among them. With
+        ``QUEUED`` only insert (a delegation recording its plan). A row whose ``dst`` differs from
+        the recorded one was renamed by the conflict policy; a skipped row was kept by the policy."""
         if not rows:
             return
         store, job_id = self.run.store, self.run.job.id
-        store.add_tasks(job_id, [NewTask(r.kind, r.src, r.dst, r.rel, r.size, r.mtime_us) for r in rows])
-        wanted = {r.src for r in rows}
+        new = store.add_tasks(job_id, [NewTask(r.kind, r.src, r.dst, r.rel, r.size, r.mtime_us) for r in rows])
+        if state is TaskState.QUEUED:
+            files = [t for t in new if t.kind == "file"]
+            self.run.accounting.add_total(len(files), sum(t.size or 0 for t in files))
+            return
+        wanted = {r.src: r for r in rows}
         finished = [t for t in store.tasks(job_id, states=_OPEN) if t.src in wanted]
-        results = [
-            TaskResult.done(t.id, t.attempts + 1, verification or NOT_VERIFIED)
-            if state is TaskState.DONE
-            else TaskResult(t.id, state.value, t.attempts + 1, error_kind="error", error=error)
-            for t in finished
-        ]
+        results = [self._result(t, wanted[t.src], state, verification, error) for t in finished]
         store.finish_tasks(results)
         for task, res in zip(finished, results, strict=True):
             self.run.listener.task_finished(job_id, task, res)
+
+    @staticmethod
+    def _result(
+        t: Task, row: DelegatedRow, state: TaskState, verification: Verification | None, error: str | None
+    ) -> TaskResult:
+        if state is TaskState.DONE:
+            v = verification or NOT_VERIFIED
+            renamed = row.dst if row.dst != t.dst else None
+            return TaskResult.done(t.id, t.attempts + 1, v, hash=v.digest or None, dst=renamed)
+        if state is TaskState.SKIPPED:
+            why = error or "kept the existing file"
+            return TaskResult(t.id, "skipped", t.attempts + 1, verified=why, error=why, skip_reason=SkipReason.POLICY)
+        return TaskResult(t.id, state.value, t.attempts + 1, error_kind="error", error=error)
 
     def job_changed(self, message: str) -> None:
         self.run.listener.job_changed(self.run.job.id, "running", message)
@@ -124,17 +151,70 @@ class Delegation:
 
     def run_job(self, run: DelegatedRun) -> None:
         """Submit (or reattach to) the service's task for ``run.job`` and follow it to its end."""
+        if run.job.planned and run.store.job_value(run.job.id, PLANNED_KEY) is None:
+            run.store.set_job_value(run.job.id, PLANNED_KEY, "1")
         self.delegate.run_job(delegated_job(run.job), StoreSink(run))
 
 
-def find_delegation(src: Backend, dst: Backend) -> Delegation | None:
-    """The delegation one of the two backends offers for this pair, or None (Ferry streams).
+@dataclass(frozen=True)
+class RouteChoice:
+    """How a job's bytes travel: ``route`` is DIRECT (``delegation`` set) or RELAY; ``reason`` is
+    the sentence saying why not direct where a direct route was possible but not now."""
 
-    Only backends that declare the Delegator feature take part.
-    """
+    route: Route
+    delegation: Delegation | None = None
+    reason: str | None = None
+
+    def describe(self) -> str:
+        """``direct``, ``relay``, or ``relay: the host has no curl``."""
+        return f"{self.route.value}: {self.reason}" if self.reason else self.route.value
+
+
+def no_route_sentence(src: Backend, dst: Backend) -> str:
+    return f"no direct route from {src.scheme} to {dst.scheme}"
+
+
+def choose_route(src: Backend, dst: Backend, route: str = Route.AUTO) -> RouteChoice:
+    """The route for a job from ``src`` to ``dst`` as asked (``--route``). ``relay`` never
+    delegates; ``direct`` is the delegation or a :class:`UsageError` with the reason; ``auto`` is
+    the delegation where one is offered, else relay (with the reason a delegator gave)."""
+    asked = Route(route)
+    if asked is Route.RELAY:
+        return RouteChoice(Route.RELAY)
+    try:
+        found = _offered(src, dst)
+    except NoDirectRoute as exc:
+        if asked is Route.DIRECT:
+            raise UsageError(f"--route direct: {exc.reason}") from None
+        return RouteChoice(Route.RELAY, reason=exc.reason)
+    if found is not None:
+        return RouteChoice(Route.DIRECT, found)
+    if asked is Route.DIRECT:
+        raise UsageError(f"--route direct: {no_route_sentence(src, dst)}")
+    return RouteChoice(Route.RELAY)
+
+
+def _offered(src: Backend, dst: Backend) -> Delegation | None:
+    """The delegation one of the two backends offers (only those declaring the Delegator feature
+    take part); NoDirectRoute when one could but cannot now and the other offers none."""
+    refused: NoDirectRoute | None = None
     for backend in (src, dst):
         delegator = backend.features.delegator
-        found = delegator.delegation(src, dst) if delegator is not None else None
+        if delegator is None:
+            continue
+        try:
+            found = delegator.delegation(src, dst)
+        except NoDirectRoute as exc:
+            refused = refused or exc
+            continue
         if found is not None:
             return Delegation(found)
+    if refused is not None:
+        raise refused
     return None
+
+
+def find_delegation(src: Backend, dst: Backend, route: str = Route.AUTO) -> Delegation | None:
+    """The delegation for this pair under ``route``, or None (Ferry streams). ``direct`` without
+    one raises :class:`UsageError` with the reason."""
+    return choose_route(src, dst, route).delegation

@@ -136,6 +136,10 @@ def check_request(sources: list[str], dest: str, options: JobOptions, pool: Back
         check_xattrs(roots)
     if options.move:
         check_move(options, roots)
+    elif options.route == "direct" and roots:
+        from ferry.transfers.delegated import choose_route
+
+        choose_route(roots[0].src_backend, roots[0].dst_backend, options.route)  # UsageError with the reason
     return Prepared(srcs, dst, roots)
 
 
@@ -146,11 +150,13 @@ def check_move(options: JobOptions, roots: list[Root]) -> None:
     if not roots:
         return
     first = roots[0]
-    if find_delegation(first.src_backend, first.dst_backend) is not None and not options.allow_unverified_move:
+    delegation = find_delegation(first.src_backend, first.dst_backend, options.route)
+    if delegation is not None and not options.allow_unverified_move:
         raise UsageError(
-            "This transfer is moved and checked by the transfer service (Globus), not by Ferry's own checksum, "
+            "This transfer is moved and checked site to site (by Globus, or by the S3 store's server-side copy), "
+            "not by Ferry's own checksum, "
             "and a move deletes a source only after Ferry's checksum check: copy it with 'ferry cp', or add "
-            "--allow-unverified-move to delete each source once the service has checked its copy"
+            "--allow-unverified-move to delete each source once the service has checked its copy, or --route relay"
         )
     for root in roots:
         if root.src_backend.scheme != "local":

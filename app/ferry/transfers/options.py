@@ -52,6 +52,29 @@ class ConflictUnanswered(AlreadyExists):
     action = Action.CHOOSE_POLICY
 
 
+class Route(StrEnum):
+    """How a job's bytes travel between its two sites (``--route``; the same strings in the queue).
+
+    ``auto``: site to site when one of the sites offers it for the pair (a service or the store
+    moves the bytes: Globus, S3 server-side copy), else through Ferry. ``direct``: site to site or
+    not at all. ``relay``: always through Ferry (it reads and writes every byte). A job records the
+    route it took (``direct`` or ``relay``), and why it relayed where a direct route was possible.
+    """
+
+    AUTO = "auto"
+    DIRECT = "direct"
+    RELAY = "relay"
+
+
+ROUTES = tuple(r.value for r in Route)
+
+ROUTE_HELP = (
+    "how the bytes travel: direct (site to site: the store or service copies them, e.g. S3 server-side copy "
+    "within one endpoint, Globus between collections; an error if that is not possible), relay (through "
+    "this computer), auto (direct where possible, else relay, saying why; the default)"
+)
+
+
 _UNVERIFIED_MOVE = {
     "size": "--verify size compares sizes only",
     "none": "--verify none checks nothing",
@@ -82,8 +105,12 @@ class JobOptions:
     # Seconds to keep retrying transient failures (network down, server restarting) from the
     # first of them; None: what the runner chooses (an hour for 'ferry queue run').
     patience: float | None = None
+    route: str = Route.AUTO  # a Route after __post_init__
 
     def __post_init__(self) -> None:
+        if self.route not in ROUTES:
+            raise UsageError(f"Unknown route '{self.route}' (choose from {', '.join(ROUTES)})")
+        self.route = Route(self.route)
         if self.verify not in VERIFY_MODES:
             raise UsageError(f"Unknown verification '{self.verify}' (choose from {', '.join(VERIFY_MODES)})")
         if self.on_conflict not in CONFLICT_POLICIES:

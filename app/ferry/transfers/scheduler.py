@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from ferry.backends.base import Backend, temp_name
+from ferry.backends.base import Backend, NoDirectRoute, temp_name
 from ferry.backends.registry import BackendPool
 from ferry.core.address import parse_address
 from ferry.core.cancel import CancelToken
@@ -53,7 +53,8 @@ from ferry.core.schedule import Window, now_local, parse_window
 from ferry.transfers import batch, move, watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
-from ferry.transfers.delegated import DelegatedRun, Delegation, find_delegation
+from ferry.transfers.delegated import DelegatedRun, Delegation, choose_route
+from ferry.transfers.options import Route
 from ferry.transfers.planner import Root, destination_roots, expand, from_us
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
 from ferry.transfers.tuning import Gate, Tuner
@@ -385,8 +386,12 @@ class Runner:
         dst = self.pool.get(parse_address(job.dest))
         # Before planning: may the whole job go to a service that moves the bytes itself? (May
         # raise with the reason, e.g. a policy the service cannot honour: the job fails early.)
-        delegation = find_delegation(src, dst)
         opts = job.options
+        choice = choose_route(src, dst, opts.route)  # --route direct without one: UsageError, the job fails
+        self.store.set_route(job.id, choice.route.value, choice.reason)
+        if choice.reason and choice.reason != job.route_reason:
+            self.listener.job_changed(job.id, "running", f"relay: {choice.reason}")
+        delegation = choice.delegation
         if delegation is not None and opts.move and not opts.allow_unverified_move:
             raise UsageError(
                 "A move deletes each source only after Ferry's own checksum check, and this job is moved and "
@@ -485,6 +490,16 @@ class Runner:
                 run.planned = True
         except Cancelled:
             pass
+        except NoDirectRoute as exc:
+            # Found on the way (the store refused a part copy): the rest goes through Ferry, unless
+            # the person asked for direct only. Rows already copied stay done; the planner skips them.
+            if run.job.options.route == Route.DIRECT:
+                run.planner_error = UsageError(f"--route direct: {exc.reason}")
+                return
+            self.store.set_route(run.job.id, Route.RELAY.value, exc.reason)
+            self.listener.job_changed(run.job.id, "running", f"relay: {exc.reason}")
+            run.delegated = False
+            self._plan(run)
         except BaseException as exc:
             run.planner_error = exc
             log.exception("delegated job %s failed", run.job.id)

@@ -37,7 +37,7 @@ from ferry.core.outcomes import (
 )
 from ferry.transfers.options import JobOptions
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 _MIGRATIONS: dict[int, str] = {
     1: """
@@ -132,6 +132,13 @@ _MIGRATIONS: dict[int, str] = {
         detail      TEXT    NOT NULL
     );
     """,
+    # The route a job's bytes took (``direct``: site to site, a service or the store moved them;
+    # ``relay``: through Ferry), decided when the job starts, and the one sentence saying why a
+    # direct route was not taken where one was possible. NULL until the job first starts.
+    6: """
+    ALTER TABLE jobs ADD COLUMN route TEXT;
+    ALTER TABLE jobs ADD COLUMN route_reason TEXT;
+    """,
 }
 
 JOB_ACTIVE = (JobState.QUEUED, JobState.RUNNING)
@@ -201,6 +208,8 @@ class Job:
     finished: float | None
     error_kind: str | None = None  # why it stopped, as a value (message is for people)
     error_action: Action | None = None  # what the person can do about it
+    route: str | None = None  # "direct" or "relay" once started (options.Route), None before
+    route_reason: str | None = None  # why it relayed where a direct route was possible (for people)
 
     @property
     def runner_alive(self) -> bool:
@@ -320,7 +329,7 @@ class JobCounts:
 
 _JOB_COLS = (
     "id, created, state, sources, dest, options, roots, planned, message, runner, heartbeat, started, finished, "
-    "error_kind, error_action"
+    "error_kind, error_action, route, route_reason"
 )
 _TASK_COLS = (
     "id, job_id, kind, src, dst, rel, size, mtime_us, extra, state, attempts, interrupted, "
@@ -345,6 +354,8 @@ def _job(row: Sequence[object]) -> Job:
         finished=row[12],  # type: ignore[arg-type]
         error_kind=row[13],  # type: ignore[arg-type]
         error_action=_action(row[14]),
+        route=row[15],  # type: ignore[arg-type]
+        route_reason=row[16],  # type: ignore[arg-type]
     )
 
 
@@ -887,6 +898,10 @@ class Store:
                 "ON CONFLICT (task_id) DO UPDATE SET data = excluded.data",
                 (task_id, json.dumps(data, sort_keys=True)),
             )
+
+    def set_route(self, job_id: int, route: str, reason: str | None) -> None:
+        """Record the route the job's bytes take (``direct``/``relay``) and why not direct."""
+        self._write("UPDATE jobs SET route = ?, route_reason = ? WHERE id = ?", (route, text(reason), job_id))
 
     def job_value(self, job_id: int, key: str) -> str | None:
         with self._lock:

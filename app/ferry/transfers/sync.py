@@ -21,7 +21,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from ferry.backends.base import Backend, Entry, Kind
@@ -32,7 +32,7 @@ from ferry.core.errors import FerryError, NotFound, UsageError, describe
 from ferry.core.outcomes import Level, SkipReason
 from ferry.transfers.compare import By, Item, Side, State, Totals, compare, open_side, sorted_walk
 from ferry.transfers.delegated import find_delegation
-from ferry.transfers.options import JobOptions
+from ferry.transfers.options import JobOptions, Route
 from ferry.transfers.planner import Root, folds_case, mtime_us, unsafe_reason
 from ferry.transfers.store import NewTask, Store, runner_id
 
@@ -132,7 +132,7 @@ def sides(pool: BackendPool, src: Address, dst: Address) -> tuple[Side, Side, bo
         raise UsageError(f"Sync works on folders: {src} is a file (copy it with 'ferry cp')")
     if src_b.endpoint == dst_b.endpoint and _overlap(dst_b, src.path, dst.path):
         raise UsageError(f"{src} and {dst} overlap: sync needs two separate folders")
-    if find_delegation(src_b, dst_b) is not None:
+    if "globus" in (src_b.scheme, dst_b.scheme) and find_delegation(src_b, dst_b) is not None:
         # A service that moves the bytes itself (Globus) would be handed the whole tree, not the
         # differences: refused until sync is delegated with the service's own sync level.
         raise UsageError(
@@ -328,6 +328,17 @@ def start_sync_job(store: Store, job_id: int, info: dict[str, object]) -> None:
     store.set_job_state(job_id, "running", runner=runner_id(), heartbeat=time.time())
 
 
+def sync_route(src: Address, dst: Address, options: JobOptions) -> JobOptions:
+    """The options a sync job runs with: only S3 server-side copy goes direct, as it copies the
+    sync's own rows (a direct route that walks the whole tree, such as a host's curl, would copy
+    everything, not the differences), so ``auto`` relays elsewhere and ``direct`` is refused."""
+    if src.scheme == dst.scheme == "s3" or options.route is Route.RELAY:
+        return options
+    if options.route is Route.DIRECT:
+        raise UsageError("--route direct: sync goes direct only between S3 buckets of one endpoint")
+    return replace(options, route=Route.RELAY)
+
+
 def queue_sync(
     pool: BackendPool,
     store: Store,
@@ -346,6 +357,7 @@ def queue_sync(
     finds them, ``check`` may refuse the whole plan (the job is removed), and a plan with copies
     is started as this process's job. (plan, job id), or (plan, None) when nothing is to copy."""
     sides(pool, src, dst)  # bad input before the job exists
+    options = sync_route(src, dst, options)
     new = new_sync_job(store, src, dst, sync_root(pool, src, dst), options)
     try:
         plan = plan_sync(pool, src, dst, by=by, delete=delete, cancel=cancel, sink=task_sink(store, new))

@@ -162,7 +162,12 @@ def problem_text(j: JobRow) -> str:
 def _job_title(j: JobRow) -> str:
     if j.watch is not None:  # the counters first: the paths are in the tooltip
         return f"#{j.id}  {watch_text(j, TITLE)}"
-    return f"#{j.id}  {j.title}"
+    return f"#{j.id}  {_route_prefix(j)}{j.title}"
+
+
+def _route_prefix(j: JobRow) -> str:
+    """``direct: `` for a job whose bytes go site to site (the store or a service moves them)."""
+    return "direct: " if j.route == "direct" else ""
 
 
 def _job_state(j: JobRow) -> str:
@@ -274,7 +279,7 @@ def elided_title(j: JobRow, metrics: QFontMetrics, width: int) -> str:
     full = _job_title(j)
     if j.watch is not None or metrics.horizontalAdvance(full) <= width:
         return full
-    prefix, arrow = f"#{j.id}  ", " → "
+    prefix, arrow = f"#{j.id}  {_route_prefix(j)}", " → "
     first = j.sources[0] if j.sources else "?"
     src = first + (f" (+{len(j.sources) - 1})" if len(j.sources) > 1 else "")
     room = max(0, width - metrics.horizontalAdvance(prefix + arrow))

@@ -236,6 +236,7 @@ class JobRow:
     # job still runs its other files, and after it failed.
     problem_kind: str | None = None
     problem: str | None = None
+    route: str | None = None  # "direct" (site to site) or "relay" (through Ferry) once started
 
     @property
     def fraction(self) -> float:
@@ -389,6 +390,7 @@ class QueuePoller:
             started=job.started,
             partial_bytes=partial,
             bytes_copied=c.size("done"),
+            route=job.route,
             problem_kind=first.error_kind if first is not None else None,
             problem=first.error if first is not None else None,
         )
