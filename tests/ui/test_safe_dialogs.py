@@ -67,4 +67,4 @@ def test_the_conflict_dialog_says_how_the_sides_differ(qtbot: QtBot) -> None:
     dlg = ConflictDialog("/dst/a.csv", src, older, job_id=1)
     qtbot.addWidget(dlg)
     assert "larger" in dlg.difference.text()
-    assert set(dlg.buttons) == {"overwrite", "skip", "rename", "resume", "newer", "different"}
+    assert set(dlg.buttons) == {"overwrite", "skip", "rename", "resume", "newer", "different", "cancel-job"}

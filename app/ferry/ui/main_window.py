@@ -47,7 +47,7 @@ from ferry.ui.actions import THEME_MODES, SiteOffers, build_actions, shortcut_li
 from ferry.ui.bridge import Bridge, background_priority
 from ferry.ui.collector import Collector
 from ferry.ui.compare_view import open_compare
-from ferry.ui.dialogs.conflict import ConflictAsker
+from ferry.ui.dialogs.conflict import ConflictAsker, queue_canceller
 from ferry.ui.dialogs.drop_confirm import DropConfirmDialog
 from ferry.ui.dialogs.prompts import QtPrompter
 from ferry.ui.file_ops import FileOps
@@ -154,7 +154,7 @@ class MainWindow(QMainWindow):
         # Questions from the engine are answered in dialogs on this window.
         self._previous_prompter = prompts.prompter()
         prompts.set_prompter(QtPrompter(self.bridge, lambda: self))
-        self.conflicts = ConflictAsker(self.bridge, lambda: self)
+        self.conflicts = ConflictAsker(self.bridge, lambda: self, queue_canceller(self.store_path, self.pool))
 
         # What the commands do (each reaches back through WindowHost).
         self.transfers = TransferRequests(self, self)

@@ -1,8 +1,10 @@
-"""``--on-conflict ask`` in the window: both sides, five answers, and "apply to all" (of one job)."""
+"""``--on-conflict ask`` in the window: both sides, the answers (skip, overwrite, overwrite if
+newer or different, keep both, resume, cancel the job) and "apply to all" (of one job)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtWidgets import (
@@ -16,19 +18,23 @@ from PySide6.QtWidgets import (
 )
 
 from ferry.backends.base import Entry
+from ferry.backends.registry import BackendPool
+from ferry.core.errors import Cancelled
 from ferry.core.units import format_size
 from ferry.transfers.copy import Answer, Conflict
 from ferry.ui.bridge import Bridge
 from ferry.ui.dialogs.prompts import SafeDialog, safe_default
 from ferry.ui.listing_model import display_name, mtime_text
 
+CANCEL_JOB = "cancel-job"  # the window's answer: skip this file, then cancel its job
 ANSWERS = (
     ("overwrite", "Overwrite", "Replace the existing file"),
     ("skip", "Skip", "Keep the existing file"),
-    ("rename", "Rename", "Keep both: the copy gets a name like 'data (1).csv'"),
+    ("rename", "Keep both", "Keep both: the copy gets a name like 'data (1).csv'"),
     ("resume", "Resume", "Continue a shorter existing file from where it ends (verified as a whole)"),
     ("newer", "Overwrite if newer", "Replace only if the source is newer"),
     ("different", "Overwrite if different", "Replace only if size or modification time differ"),
+    (CANCEL_JOB, "Cancel job", "Keep the existing file and cancel this job (files already copied stay)"),
 )
 
 
@@ -102,21 +108,57 @@ class ConflictDialog(SafeDialog):
 
 class ConflictAsker:
     """The engine's ``AskFn``: asks on the UI thread. "Apply to all" comes back with the answer;
-    the engine keeps it with the job it was given for, so other jobs ask again."""
+    the engine keeps it with the job it was given for, so other jobs ask again.
 
-    def __init__(self, bridge: Bridge, parent: Callable[[], QWidget | None]) -> None:
+    "Cancel job" keeps the existing file (the engine is told "skip" for it), has ``cancel_job``
+    cancel the job in the queue before that answer goes back (on the asking worker's thread), and
+    ends that job's further conflicts as cancelled without asking (its other workers may meet one
+    before its runner has seen the cancel)."""
+
+    def __init__(
+        self,
+        bridge: Bridge,
+        parent: Callable[[], QWidget | None],
+        cancel_job: Callable[[int], object] | None = None,
+    ) -> None:
         self.bridge = bridge
         self.parent = parent
+        self.cancel_job = cancel_job
+        self.cancelled: set[int] = set()
 
     def __call__(self, conflict: Conflict) -> Answer:
+        job_id = conflict.task.job_id
+        if job_id in self.cancelled:  # its runner has yet to see the cancel: this file is not done
+            raise Cancelled(f"job {job_id} was cancelled")
+
         def show(reply: Callable[[Any], None]) -> None:
-            dlg = ConflictDialog(
-                conflict.display, conflict.source, conflict.existing, self.parent(), job_id=conflict.task.job_id
-            )
+            dlg = ConflictDialog(conflict.display, conflict.source, conflict.existing, self.parent(), job_id=job_id)
+            dlg.buttons[CANCEL_JOB].setVisible(self.cancel_job is not None)
             dlg.finished.connect(lambda _c: reply((dlg.answer, dlg.for_all.isChecked())))
             dlg.finished.connect(dlg.deleteLater)
             dlg.open()
             self.bridge.prompt_shown.emit(dlg)
 
         answer, for_all = self.bridge.ask_blocking(show, ("skip", False))
+        if answer == CANCEL_JOB:
+            self.cancelled.add(job_id)
+            if self.cancel_job is not None:
+                self.cancel_job(job_id)
+            return Answer("skip")
         return Answer(str(answer), bool(for_all))
+
+
+def queue_canceller(store_path: Path | None, pool: BackendPool) -> Callable[[int], object]:
+    """Cancels a job in the queue as the panel's Cancel does, from the calling (worker) thread."""
+
+    def cancel(job_id: int) -> int:
+        from ferry.transfers.store import Store
+        from ferry.ui import queue_actions
+
+        store = Store(store_path)
+        try:
+            return queue_actions.cancel(store, [job_id], pool)
+        finally:
+            store.close()
+
+    return cancel
