@@ -44,6 +44,7 @@ from ferry.backends.s3.multipart import abort_upload, copy_object, unfinished_up
 from ferry.backends.s3.probes import StoreProbes
 from ferry.backends.s3.reader import BodyReader, RangedReader, RestReader, total_size
 from ferry.backends.s3.restore import request_restore, wait_until_readable
+from ferry.backends.s3.server_copy import ServerCopyDelegation
 from ferry.backends.s3.settings import MIN_PART, S3Settings, settings_for
 from ferry.backends.s3.share import REVOKE_NOTE, DirectUrls, presign
 from ferry.backends.s3.writer import S3Writer
@@ -65,7 +66,7 @@ from ferry.sharing.types import Link, ShareRequest
 DELETE_BATCH = 1000  # DeleteObjects takes at most 1,000 keys
 
 
-class S3Backend(DirectUrls, Backend):
+class S3Backend(DirectUrls, ServerCopyDelegation, Backend):
     scheme = "s3"
     capabilities = Capabilities(
         range_read=True,
@@ -73,6 +74,7 @@ class S3Backend(DirectUrls, Backend):
         atomic_commit=True,  # an object appears only at PutObject/CompleteMultipartUpload
         multipart_write=True,  # parallel parts above the part size (use_part_size is the knob)
         server_side_copy=True,  # within the bucket; rename is copy + delete
+        delegated_transfer=True,  # bucket to bucket on one endpoint: the store copies (server_copy.py)
         presign=True,  # share(): SigV4 pre-signed GET/PUT links and POST policies
         hashes=HASH_ALGORITHMS,  # from Ferry's metadata when it stored one, else by reading
         slow_hash=True,
