@@ -388,6 +388,7 @@ def report(
         less = "<" if more else ""
         rate = f"{case.total / s / 1e6:.1f} MB/s" if case.files == 1 else f"{case.files / s:.0f} files/s"
         at_least = ">=" if best is not None and capped(res[best]) else ""
+        at_least = "<=" if tool == "ferry" and capped(r) else at_least  # Ferry itself stopped: an upper bound
         vs = f"{at_least}{peers[best] / s:.2f}x" if best is not None and tool == "ferry" else ""
         if tool == best:
             vs = "best peer"
@@ -401,6 +402,7 @@ def report(
         rows.append({**row, "seconds": r.seconds, "median": s, "timed_out": r.timed_out, "cpu": r.cpu})
     if ferry and best:
         at_least = "at least " if capped(res[best]) else ""
+        at_least = "at most " if capped(res["ferry"]) else at_least
         log(f"Ferry against the best peer ({best}): {at_least}{peers[best] / ferry:.2f}x its speed")
     return rows
 
