@@ -238,8 +238,8 @@ class Bench:
         assert self.sshd is not None
         name = src.name
         cfg = ["-F", str(self.home / ".ssh" / "config")]
-        if tool == "ferry":
-            ferry = [str(BIN / "ferry"), "cp", "-r"]
+        if tool.startswith("ferry"):
+            ferry = [str(BIN / "ferry"), "cp", "-r", *ferry_flags(tool)]
             return [*ferry, str(src), f"bench:{remote}/"] if up else [*ferry, f"bench:{src}", f"{local}/"]
         if tool == "scp":
             scp = ["scp", "-q", "-r", *cfg]
@@ -260,8 +260,8 @@ class Bench:
     def s3_argv(self, tool: str, src: str, dst: str, up: bool) -> list[str]:
         """Up: the local folder ``src`` into ``dst`` = s3://bucket/prefix/NAME; down: the prefix
         ``src`` = s3://bucket/seed/NAME into the local folder ``dst`` (= .../NAME)."""
-        if tool == "ferry":  # cp -r copies the folder itself into the parent given
-            return [str(BIN / "ferry"), "cp", "-r", src, f"{dst.rsplit('/', 1)[0]}/"]
+        if tool.startswith("ferry"):  # cp -r copies the folder itself into the parent given
+            return [str(BIN / "ferry"), "cp", "-r", *ferry_flags(tool), src, f"{dst.rsplit('/', 1)[0]}/"]
         if tool == "s5cmd":
             s5 = [str(BIN / "s5cmd"), "--endpoint-url", f"http://127.0.0.1:{self.s3_port}", "cp"]
             return [*s5, f"{src}/*", f"{dst}/"]
@@ -351,6 +351,11 @@ class Bench:
             runs.seconds.pop()
 
 
+def ferry_flags(tool: str) -> list[str]:
+    """``ferry -j16`` (an extra row from --ferry-parallel) -> ``--parallel 16``; plain ``ferry``: none."""
+    return ["--parallel", tool.split("-j", 1)[1]] if "-j" in tool else []
+
+
 def capped(r: Runs) -> bool:
     """Most runs hit --timeout: the median is a lower bound on the tool's time."""
     return r.timed_out * 2 > len(r.seconds)
@@ -362,7 +367,7 @@ def report(
     limit = case.total / (rate_bps / 8)
     direction = "up" if up else "down"
     med = {t: statistics.median(r.seconds) for t, r in res.items() if r.seconds and not r.failed}
-    peers = {t: s for t, s in med.items() if t != "ferry"}
+    peers = {t: s for t, s in med.items() if not t.startswith("ferry")}
     best = min(peers, key=lambda t: peers[t]) if peers else None
     ferry = med.get("ferry")
     loads = [x for r in res.values() for x in r.load]
@@ -388,8 +393,8 @@ def report(
         less = "<" if more else ""
         rate = f"{case.total / s / 1e6:.1f} MB/s" if case.files == 1 else f"{case.files / s:.0f} files/s"
         at_least = ">=" if best is not None and capped(res[best]) else ""
-        at_least = "<=" if tool == "ferry" and capped(r) else at_least  # Ferry itself stopped: an upper bound
-        vs = f"{at_least}{peers[best] / s:.2f}x" if best is not None and tool == "ferry" else ""
+        at_least = "<=" if tool.startswith("ferry") and capped(r) else at_least  # Ferry itself stopped: an upper bound
+        vs = f"{at_least}{peers[best] / s:.2f}x" if best is not None and tool.startswith("ferry") else ""
         if tool == best:
             vs = "best peer"
         cpu = [statistics.median(c[k] for c in r.cpu) for k in range(3)]
@@ -420,6 +425,11 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="stop a run after this many seconds (default 120)")
     ap.add_argument("--big-size", default="256M", help="size of the big case's file (default 256M)")
     ap.add_argument("--small-count", type=int, default=2000, help="files in the small case (default 2000)")
+    ap.add_argument(
+        "--ferry-parallel",
+        default="",
+        help="extra Ferry rows with --parallel N (comma-separated, e.g. 16,64,auto), beside Ferry at its defaults",
+    )
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     args = ap.parse_args()
@@ -438,8 +448,10 @@ def main() -> int:
         ap.error(f"unknown case, protocol or direction: {bad or args.dir}")
     chosen = set(args.tools.split(",")) | {"ferry"} if args.tools else None
 
+    extra = [f"ferry -j{n}" for n in args.ferry_parallel.split(",") if n]
+
     def pick(tools: list[str]) -> list[str]:
-        return [t for t in tools if chosen is None or t in chosen]
+        return [*[t for t in tools if chosen is None or t in chosen], *extra]
 
     protos = args.proto.split(",")
     work = Path(tempfile.mkdtemp(prefix="ferry-bench-wan-", dir=args.work))
