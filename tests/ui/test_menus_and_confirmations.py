@@ -136,7 +136,7 @@ def test_pane_menu_offers_share_only_where_the_site_declares_it(  # type: ignore
     def read_and_close() -> None:
         popup = QApplication.activePopupWidget()
         if isinstance(popup, QMenu):
-            shown.append([a.text() for a in popup.actions() if a.isVisible()])
+            shown.append([a.text().split("\t")[0] for a in popup.actions() if a.isVisible()])
             popup.close()
 
     for n, view in enumerate((window.left.view, window.right.view), start=1):

@@ -34,6 +34,7 @@ class Command:
     # What the site must declare for the command to appear in a listing's right-click menu
     # (the menu bar and the shortcut keep it; the command itself says why a site cannot).
     needs: Callable[[Capabilities], bool] | None = None
+    local: bool = False  # in a listing's right-click menu only while it shows this computer
 
 
 def can_share(caps: Capabilities) -> bool:
@@ -89,6 +90,7 @@ MENUS: tuple[tuple[str, tuple[Command | None, ...]], ...] = (
                 "Ctrl+Shift+W",
                 "Ship each new file in this local folder as soon as it is complete",
                 True,
+                local=True,
             ),
             SEPARATOR,
             Command("quit", "Quit", "Ctrl+Q", "Quit Ferry (running files resume next time)"),
@@ -185,6 +187,7 @@ class SiteOffers(QObject):
         # The listing the window's commands act on (set by the window): the menu bar's commands
         # that need something are greyed out while it is shown, when that listing's site lacks it.
         self.active: Callable[[], QWidget | None] = lambda: None
+        self.local: dict[int, bool] = {}  # id(listing) -> whether it shows this computer
 
     def capabilities(self, listing: QWidget | None) -> Capabilities | None:
         """What the listing's site declares, once read (None until then)."""
@@ -194,6 +197,7 @@ class SiteOffers(QObject):
         key = id(listing)
         self.known.pop(key, None)
         asked = self._asked[key] = self._asked.get(key, 0) + 1
+        self.local[key] = address is not None and address.is_local
         if address is None:
             return
 
@@ -213,10 +217,16 @@ class SiteOffers(QObject):
                     w.installEventFilter(self)
         self.gated.setdefault(id(listing), []).append((action, needs))
 
+    def gate_local(self, listing: QWidget, action: QAction) -> None:
+        """``action`` is in the listing's menu only while the listing shows this computer."""
+        key = id(listing)
+        self.gate(listing, action, lambda _caps: self.local.get(key, False))
+
     def offered(self, listing: QWidget) -> list[str]:
-        """The listing's right-click menu as it would be shown now (texts; for tests and Help)."""
+        """The listing's right-click menu as it would be shown now (texts without the shortcut
+        shown beside them; for tests and Help)."""
         self.update_menu(listing)
-        return [a.text() for a in listing.actions() if a.isVisible()]
+        return [a.text().split("\t")[0] for a in listing.actions() if a.isVisible()]
 
     def update_menu(self, listing: QWidget) -> None:
         caps = self.known.get(id(listing))
@@ -252,9 +262,11 @@ def _grey_out_while_shown(menu: QMenu, gated: list[tuple[QAction, Command]], off
 
 
 def _menu_copy(listing: QWidget, command: Command, slot: Callable[[], object]) -> QAction:
-    """The listing's own copy of a command whose presence depends on the site (no shortcut: the
-    window's action keeps that)."""
-    a = QAction(command.text, listing)
+    """The listing's own copy of a command whose presence depends on the site. The window's
+    action keeps the shortcut (two actions with one shortcut would be ambiguous); the copy shows
+    it beside its text, as the other entries of the menu do."""
+    seq = QKeySequence(command.shortcut).toString(QKeySequence.SequenceFormat.NativeText)
+    a = QAction(f"{command.text}\t{seq}" if seq else command.text, listing)
     a.setObjectName(f"menu_{command.key}")
     a.setStatusTip(command.tip)
     a.triggered.connect(lambda _=False: slot())
@@ -289,9 +301,12 @@ def build_actions(
                 gated.append((action, command))
             if command.panes:
                 for listing in listings:
-                    if command.needs is not None and offers is not None:
+                    if (command.needs is not None or command.local) and offers is not None:
                         copy = _menu_copy(listing, command, slots[command.key])
-                        offers.gate(listing, copy, command.needs)
+                        if command.needs is not None:
+                            offers.gate(listing, copy, command.needs)
+                        else:
+                            offers.gate_local(listing, copy)
                         listing.addAction(copy)
                     else:
                         listing.addAction(action)
