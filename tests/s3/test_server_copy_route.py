@@ -287,3 +287,54 @@ def test_sync_between_buckets_goes_direct_and_copies_only_the_differences(
     assert (out["route"], out["exit_code"], out["outcomes"]["copied"]) == ("direct", 0, 1), out
     assert _keys(server, b) == {"d/same.txt": b"same", "d/new.txt": b"new"}
     assert c.head_object(Bucket=b, Key="d/same.txt")["LastModified"] == before  # not copied again
+
+
+def test_pause_stops_between_copies_and_the_next_run_copies_only_the_rest(
+    server: S3Server, env: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = server.client()
+    a, b = server.new_bucket(), server.new_bucket()
+    for name in ("1.txt", "2.txt", "3.txt"):
+        c.put_object(Bucket=a, Key=f"d/{name}", Body=name.encode())
+    store = Store(tmp_path / "q.db")
+    options = JobOptions(recursive=True)
+    pool = BackendPool()
+    job_id = jobs.create(store, jobs.prepare([f"s3://{a}/d"], f"s3://{b}/", options, pool), options)
+    runner = Runner(store, RunConfig(job_ids=[job_id], parallel=2), pool=pool)
+    real = server_copy.verify
+
+    def pause_after_first(*args: Any, **kw: Any) -> Any:
+        if not store.job_value(job_id, "paused-by-test"):
+            store.set_job_value(job_id, "paused-by-test", "1")
+            store.set_job_state(job_id, "paused", "paused by the test")
+            for _ in range(300):  # until the runner has seen it and told the copy to stop
+                if runner._runs[job_id].cancel.cancelled:
+                    break
+                threading.Event().wait(0.1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(server_copy, "verify", pause_after_first)
+    monkeypatch.setattr(server_copy, "WORKERS", 1)
+    runner.run()
+    assert store.job(job_id).state == "paused"
+    first = _keys(server, b)
+    assert len(first) == 1  # the copy under way finished; nothing more started
+    (copied,) = first
+    landed = c.head_object(Bucket=b, Key=copied)["LastModified"]
+    states = sorted(t.state for t in store.tasks(job_id, kinds=("file",)))
+    assert states == ["done", "queued", "queued"]
+    store.set_job_state(job_id, "queued", None)
+    copies: list[int] = []
+
+    def counted(*args: Any, **kw: Any) -> Any:
+        copies.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(server_copy, "verify", counted)
+    assert Runner(store, RunConfig(job_ids=[job_id], parallel=2), pool=pool).run().jobs[job_id] == "done"
+    pool.close()
+    assert len(copies) == 2  # only the two left: the first is not copied again
+    assert _keys(server, b) == {"d/1.txt": b"1.txt", "d/2.txt": b"2.txt", "d/3.txt": b"3.txt"}
+    assert c.head_object(Bucket=b, Key=copied)["LastModified"] == landed
+    assert {t.state for t in store.tasks(job_id, kinds=("file",))} == {"done"}
+    store.close()
