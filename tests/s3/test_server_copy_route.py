@@ -338,3 +338,15 @@ def test_pause_stops_between_copies_and_the_next_run_copies_only_the_rest(
     assert c.head_object(Bucket=b, Key=copied)["LastModified"] == landed
     assert {t.state for t in store.tasks(job_id, kinds=("file",))} == {"done"}
     store.close()
+
+
+def test_mv_between_buckets_relays_so_each_source_goes_only_after_ferrys_own_check(
+    s3ferry: Ferry, server: S3Server
+) -> None:
+    c = server.client()
+    a, b = server.new_bucket(), server.new_bucket()
+    c.put_object(Bucket=a, Key="m.txt", Body=b"move me")
+    res = s3ferry.ok("mv", f"s3://{a}/m.txt", f"s3://{b}/m.txt")
+    assert res.stderr.strip().splitlines()[0].endswith("; route relay")
+    assert _keys(server, b) == {"m.txt": b"move me"}
+    assert "Contents" not in c.list_objects_v2(Bucket=a)  # moved

@@ -38,7 +38,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import UsageError
 from ferry.core.outcomes import NOT_VERIFIED, SkipReason, TaskState, Verification
 from ferry.core.progress import Accounting
-from ferry.transfers.options import Route
+from ferry.transfers.options import JobOptions, Route
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult
 
 _OPEN = ("queued", "running")
@@ -168,6 +168,15 @@ class RouteChoice:
     def describe(self) -> str:
         """``direct``, ``relay``, or ``relay: the host has no curl``."""
         return f"{self.route.value}: {self.reason}" if self.reason else self.route.value
+
+
+def job_route(options: JobOptions, src: Backend, dst: Backend) -> Route:
+    """The route a job's options ask for, where ``auto`` means relay for a move between S3
+    buckets: a move deletes each source only after Ferry's own checksum check of the bytes it
+    read, which a server-side copy never gives."""
+    if options.move and options.route is Route.AUTO and src.scheme == dst.scheme == "s3":
+        return Route.RELAY
+    return Route(options.route)
 
 
 def no_route_sentence(src: Backend, dst: Backend) -> str:

@@ -145,12 +145,13 @@ def check_request(sources: list[str], dest: str, options: JobOptions, pool: Back
 
 def check_move(options: JobOptions, roots: list[Root]) -> None:
     """Refuse, before anything changes, a move that could not delete its sources as promised."""
-    from ferry.transfers.delegated import find_delegation
+    from ferry.transfers.delegated import find_delegation, job_route
 
     if not roots:
         return
     first = roots[0]
-    delegation = find_delegation(first.src_backend, first.dst_backend, options.route)
+    route = job_route(options, first.src_backend, first.dst_backend)
+    delegation = find_delegation(first.src_backend, first.dst_backend, route)
     if delegation is not None and not options.allow_unverified_move:
         raise UsageError(
             "This transfer is moved and checked site to site (by Globus, or by the S3 store's server-side copy), "
