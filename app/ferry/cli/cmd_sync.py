@@ -204,15 +204,28 @@ def _run(
                 code = EXIT_INTERRUPTED
             elif tc.names_refused(counts):
                 code = EXIT_FAILED  # as 'ferry cp': a file left out for its name is not success
-            refusal = sync.deletion_refusal(store, job_id, options)
+            # The job made its deletions as it ended, if every copy verified (the engine's rule,
+            # the same when 'ferry queue run' finishes a sync that was stopped).
+            made = sync.deletions_made(store, job_id)
+            if made is None and plan.deletions:
+                code = code or EXIT_FAILED
+                wait = (
+                    f"not deleting {plan.delete_files:,} file(s) yet: job {job_id} has not ended; they are made "
+                    "when its copies have all verified ('ferry queue run' finishes it)"
+                )
+                lines.append(wait)
+                out["refused"] = wait
+                return code
+            refusal, done = made if made is not None else (sync.deletion_refusal(store, job_id, options), None)
             if refusal is not None:
                 code = code or EXIT_FAILED
                 if plan.deletions:
                     lines.append(f"not deleting {plan.delete_files:,} file(s): {refusal}")
                 out["refused"] = refusal
                 return code
-        if plan.deletions:
-            done = sync.apply_deletions(plan, backup)
+        else:
+            done = sync.apply_deletions(plan, backup) if plan.deletions else None
+        if plan.deletions and done is not None:
             out.update(deleted=done.deleted, kept=done.kept)
             where = f"moved to {plan.dst_backend.display(backup)}" if backup else "deleted"
             lines.append(f"{done.deleted:,} file(s) {where}" + (f", {done.kept:,} kept" if done.kept else ""))

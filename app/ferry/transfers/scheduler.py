@@ -50,7 +50,7 @@ from ferry.core.errors import (
 from ferry.core.outcomes import SkipReason
 from ferry.core.progress import Accounting
 from ferry.core.schedule import Window, now_local, parse_window
-from ferry.transfers import batch, move, watch_live
+from ferry.transfers import batch, move, sync_delete, watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.delegated import DelegatedRun, Delegation, choose_route, job_route
@@ -134,6 +134,8 @@ class _JobRun:
     sems: list[threading.Semaphore] = field(default_factory=list)  # per-endpoint connection limits
     mover: threading.Thread | None = None  # a Move job deleting its proven sources (move.run_move)
     move_error: BaseException | None = None
+    syncer: threading.Thread | None = None  # a --delete sync making its deletions (sync_delete)
+    sync_note: str = ""  # what they did, for the job's message
 
 
 @dataclass
@@ -551,7 +553,7 @@ class Runner:
             if run.inflight:
                 continue
             if run.stopping:
-                for thread in (run.planner, run.mover):
+                for thread in (run.planner, run.mover, run.syncer):
                     if thread is not None:
                         thread.join()
                 self._release(run)
@@ -576,6 +578,8 @@ class Runner:
                 continue
             if run.job.options.move and not self._moved(run):
                 continue
+            if self._sync_deleting(run):
+                continue
             self._complete(run)
         self._update_planning()
 
@@ -596,6 +600,27 @@ class Runner:
         except BaseException as exc:
             run.move_error = exc
             log.exception("deleting the moved sources of job %s failed", run.job.id)
+        self._done.put(None)  # wake the coordinator to complete the job
+
+    def _sync_deleting(self, run: _JobRun) -> bool:
+        """Whether a --delete sync is still making its deletions: started, on a thread of its
+        own, once every copy has an outcome (only if all verified: sync_delete decides)."""
+        if run.syncer is None:
+            if not sync_delete.pending_deletions(self.store, run.job.id):
+                return False
+            run.syncer = threading.Thread(
+                target=self._sync_delete, args=(run,), name=f"ferry-sync-delete-{run.job.id}", daemon=True
+            )
+            run.syncer.start()
+            return True
+        return run.syncer.is_alive()
+
+    def _sync_delete(self, run: _JobRun) -> None:
+        try:
+            run.sync_note = sync_delete.run_pending_deletions(self.store, run.job.id, run.job.options, run.dst)
+        except BaseException as exc:
+            run.sync_note = f"; the deletions stopped: {describe(exc)}"
+            log.exception("the deletions of sync job %s failed", run.job.id)
         self._done.put(None)  # wake the coordinator to complete the job
 
     def _release(
@@ -670,7 +695,7 @@ class Runner:
                         pass
         counts = self.store.counts(job_id)
         failed = _failed_items(self.store, job_id, counts.count("failed"))
-        moved = _move_note(self.store, run)
+        moved = _move_note(self.store, run) + run.sync_note
         if failed:
             kinds = self.store.outcome_counts(job_id).failed
             kind = max(kinds, key=lambda k: kinds[k]) if kinds else "error"

@@ -28,13 +28,22 @@ from ferry.backends.base import Backend, Entry, Kind
 from ferry.backends.registry import BackendPool
 from ferry.core.address import Address
 from ferry.core.cancel import CancelToken
-from ferry.core.errors import FerryError, NotFound, UsageError, describe
-from ferry.core.outcomes import Level, SkipReason
+from ferry.core.errors import NotFound, UsageError
+from ferry.core.outcomes import SkipReason
 from ferry.transfers.compare import By, Item, Side, State, Totals, compare, open_side, sorted_walk
 from ferry.transfers.delegated import find_delegation
 from ferry.transfers.options import JobOptions, Route
 from ferry.transfers.planner import Root, folds_case, mtime_us, unsafe_reason
 from ferry.transfers.store import NewTask, Store, runner_id
+from ferry.transfers.sync_delete import (
+    DELETIONS_KEY,
+    Deleted,
+    delete_entries,
+    deletion_refusal,
+    deletions_made,
+    pending_deletions,
+    run_pending_deletions,
+)
 
 SYNC_KEY = "sync"  # job value: what the sync will do after its copies (for people and `queue show`)
 _BATCH = 2000
@@ -322,9 +331,18 @@ def task_sink(store: Store, job_id: int) -> TaskSink:
     return add
 
 
-def start_sync_job(store: Store, job_id: int, info: dict[str, object]) -> None:
-    """The comparison is complete and allowed: the job is this process's to run now."""
+def start_sync_job(store: Store, job_id: int, info: dict[str, object], plan: SyncPlan | None = None) -> None:
+    """The comparison is complete and allowed: the job is this process's to run now. Its
+    deletions (``plan.deletions``) are kept with it, for whichever process finishes it."""
     store.set_job_value(job_id, SYNC_KEY, json.dumps(info, sort_keys=True))
+    if plan is not None and plan.deletions:
+        backup = info.get("backup_dir")
+        saved = {
+            "root": plan.dst_root,
+            "backup": backup if isinstance(backup, str) else None,
+            "entries": [[e.path, e.kind.value, e.size, e.exact_mtime_ns, e.meta.get("etag")] for e in plan.deletions],
+        }
+        store.set_job_value(job_id, DELETIONS_KEY, json.dumps(saved))
     store.set_job_state(job_id, "running", runner=runner_id(), heartbeat=time.time())
 
 
@@ -369,61 +387,14 @@ def queue_sync(
     if not plan.tasks_total:
         store.delete_jobs([new])  # nothing to copy: no job
         return plan, None
-    start_sync_job(store, new, {**(info or {}), "delete": delete, "deletions": plan.delete_files})
+    start_sync_job(store, new, {**(info or {}), "delete": delete, "deletions": plan.delete_files}, plan)
     return plan, new
-
-
-def deletion_refusal(store: Store, job_id: int, options: JobOptions) -> str | None:
-    """Why the deletions may not go ahead (a copy not done, or checked less than asked), or None."""
-    job = store.job(job_id)
-    counts = store.outcome_counts(job_id)
-    if job.state != "done" or counts.failed_total or counts.open or counts.cancelled:
-        return (
-            f"job {job_id} did not verify every copy ({counts.failed_total} failed, {counts.open + counts.cancelled} "
-            "unfinished): nothing was deleted"
-        )
-    need = Level.CHECKSUM if options.hash_algo else Level.SIZE
-    if counts.below(need):
-        return f"{counts.below(need)} copies were checked less than {need.value}: nothing was deleted"
-    return None
-
-
-@dataclass
-class Deleted:
-    deleted: int = 0  # files (and links) removed or moved to the backup folder
-    kept: int = 0  # changed since the comparison, or could not be removed
-    errors: list[str] = field(default_factory=list)
 
 
 def apply_deletions(plan: SyncPlan, backup: str | None) -> Deleted:
     """Remove (or move under ``backup``) what only the destination has, deepest first. An entry
     that changed since the comparison is kept."""
-    b = plan.dst_backend
-    out = Deleted()
-    for entry in reversed(plan.deletions):
-        try:
-            if entry.kind is Kind.DIR:
-                _remove_dir(b, entry, backup is not None)
-                continue
-            now = b.stat(entry.path)
-            if not _unchanged(entry, now):
-                out.kept += 1
-                out.errors.append(f"kept {b.display(entry.path)}: it changed since the comparison")
-                continue
-            if backup is not None:
-                target = b.join(backup, *_rel_parts(b, plan.dst_root, entry.path))
-                b.mkdir(b.split(target)[0], parents=True, exist_ok=True)
-                b.rename(entry.path, target, overwrite=True)
-            else:
-                b.remove(entry.path)
-            out.deleted += 1
-        except NotFound:
-            continue  # already gone: nothing to delete
-        except FerryError as exc:
-            if entry.kind is not Kind.DIR:
-                out.kept += 1
-                out.errors.append(f"could not delete {b.display(entry.path)}: {describe(exc)}")
-    return out
+    return delete_entries(plan.dst_backend, plan.dst_root, plan.deletions, backup)
 
 
 def finish_sync(
@@ -432,38 +403,19 @@ def finish_sync(
     """After a sync's job ended: its deletions, made only if the job ended done with every copy
     verified (:func:`deletion_refusal`), else none. (why nothing was deleted or None, what was)."""
     if job_id is not None:
+        made = deletions_made(store, job_id)  # made by the scheduler as the job ended
+        if made is not None:
+            return made
         refusal = deletion_refusal(store, job_id, options)
         if refusal is not None:
             return refusal, Deleted()
+        if pending_deletions(store, job_id):  # ended before this change of the engine: make them now
+            note = run_pending_deletions(store, job_id, options, plan.dst_backend)
+            made = deletions_made(store, job_id)
+            return made if made is not None else (note or None, Deleted())
     if not plan.deletions:
         return None, Deleted()
     return None, apply_deletions(plan, backup)
 
 
-def _unchanged(listed: Entry, now: Entry) -> bool:
-    """Whether the entry found just before deleting is the one the comparison listed. S3 objects
-    compare by ETag (the surest sign of the same object); other entries by kind, size and time."""
-    if now.kind is not listed.kind or now.size != listed.size:
-        return False
-    etag_then, etag_now = listed.meta.get("etag"), now.meta.get("etag")
-    if etag_then and etag_now:
-        return etag_then == etag_now
-    return now.exact_mtime_ns == listed.exact_mtime_ns
-
-
-def _remove_dir(b: Backend, entry: Entry, quiet: bool) -> None:
-    try:
-        b.remove(entry.path)
-    except FerryError:
-        if not quiet:
-            raise
-
-
-def _rel_parts(b: Backend, root: str, path: str) -> list[str]:
-    parts: list[str] = []
-    while path and path != root:
-        path, name = b.split(path)
-        if not name:
-            break
-        parts.append(name)
-    return list(reversed(parts))
+__all__ = ["Deleted", "apply_deletions", "deletion_refusal", "deletions_made", "finish_sync", "plan_sync", "queue_sync"]
