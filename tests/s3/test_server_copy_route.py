@@ -6,6 +6,7 @@ why, and its copies are checked by their MD5 ETags."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
@@ -350,3 +351,21 @@ def test_mv_between_buckets_relays_so_each_source_goes_only_after_ferrys_own_che
     assert res.stderr.strip().splitlines()[0].endswith("; route relay")
     assert _keys(server, b) == {"m.txt": b"move me"}
     assert "Contents" not in c.list_objects_v2(Bucket=a)  # moved
+
+
+def test_the_manifest_lists_what_the_store_checked_by_sha256_and_says_what_it_leaves_out(
+    s3ferry: Ferry, server: S3Server, tmp_path: Path
+) -> None:
+    c = server.client()
+    a, b = server.new_bucket(), server.new_bucket()
+    c.put_object(Bucket=a, Key="d/s.txt", Body=b"sha", ChecksumAlgorithm="SHA256")
+    c.put_object(Bucket=a, Key="d/m.txt", Body=b"md5 only")
+    manifest = tmp_path / "m.sha256"
+    res = s3ferry.ok("cp", "-r", "--manifest", manifest, f"s3://{a}/d", f"s3://{b}/")
+    lines = manifest.read_text().splitlines()
+    if server.kind == "moto":  # the copy's SHA-256, computed by the store, matched the source's
+        assert lines == [f"{hashlib.sha256(b'sha').hexdigest()}  d/s.txt"]
+        assert "1 copied file(s) are not in the manifest" in res.stderr  # m.txt: MD5 ETag only
+    else:  # rclone computes no SHA-256 on a copy: both rest on MD5 ETags, neither is listed
+        assert lines == []
+        assert "2 copied file(s) are not in the manifest" in res.stderr

@@ -558,8 +558,9 @@ def write_manifest(store: Store, job_id: int, target: str) -> int:
 
 
 def manifest_left_out(store: Store, job_id: int) -> int:
-    """Copied files the manifest does not vouch for (checked below checksum level)."""
-    return store.outcome_counts(job_id).below(Level.CHECKSUM)
+    """Copied files the manifest does not vouch for: checked below checksum level, or by a
+    checksum that is not the manifest's (an S3 MD5 ETag on the direct route records no SHA-256)."""
+    return sum(1 for t in store.tasks(job_id, states=("done",), kinds=("file",)) if not t.checksum_verified)
 
 
 def say_manifest(store: Store, job_id: int, target: str, count: int) -> None:
@@ -568,7 +569,8 @@ def say_manifest(store: Store, job_id: int, target: str, count: int) -> None:
     sys.stderr.write(f"Wrote {count:,} entries{where}\n")
     if left:
         sys.stderr.write(
-            f"{left:,} copied file(s) are not in the manifest: they were checked by size only or not at all "
+            f"{left:,} copied file(s) are not in the manifest: they were checked by size only, not at all, or "
+            "by a checksum other than the manifest's (an S3 MD5 ETag when the store copied them) "
             f"(ferry queue show {job_id} --files says why)\n"
         )
 
