@@ -52,3 +52,20 @@ def test_cancel_job_in_the_question_keeps_the_file_and_asks_no_more(
         assert store.job(job).state == "cancelled"
     finally:
         store.close()
+
+
+def test_cancel_job_on_a_one_file_job_ends_it_cancelled(qtbot: QtBot, window: MainWindow, tmp_path: Path) -> None:
+    """Found in the running window: a one-file job answered "Cancel job" ended "done: 1 skipped"."""
+    src, dest = tmp_path / "notes.txt", tmp_path / "dest"
+    dest.mkdir()
+    src.write_text("new notes, longer")
+    (dest / "notes.txt").write_text("old")
+    window.transfer_settings.on_conflict = "ask"
+    window.bridge.prompt_shown.connect(
+        lambda d: d.buttons[CANCEL_JOB].click() if isinstance(d, ConflictDialog) else None
+    )
+    with qtbot.waitSignal(window.job_created, timeout=20_000) as created:
+        window.queue_transfer([str(src)], str(dest) + "/")
+    assert wait_job(qtbot, created.args[0], ("cancelled",), timeout=60_000) == "cancelled"
+    assert (dest / "notes.txt").read_text() == "old"
+    assert sorted(p.name for p in dest.iterdir()) == ["notes.txt"]  # no partial left

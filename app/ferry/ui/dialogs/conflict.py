@@ -110,10 +110,11 @@ class ConflictAsker:
     """The engine's ``AskFn``: asks on the UI thread. "Apply to all" comes back with the answer;
     the engine keeps it with the job it was given for, so other jobs ask again.
 
-    "Cancel job" keeps the existing file (the engine is told "skip" for it), has ``cancel_job``
-    cancel the job in the queue before that answer goes back (on the asking worker's thread), and
-    ends that job's further conflicts as cancelled without asking (its other workers may meet one
-    before its runner has seen the cancel)."""
+    "Cancel job" has ``cancel_job`` cancel the job in the queue (on the asking worker's thread),
+    then ends this file as cancelled (the existing file untouched; answering "skip" instead let
+    the runner finish a one-file job as done over the cancel), and ends that job's further
+    conflicts the same way without asking (its other workers may meet one before its runner has
+    seen the cancel)."""
 
     def __init__(
         self,
@@ -144,7 +145,7 @@ class ConflictAsker:
             self.cancelled.add(job_id)
             if self.cancel_job is not None:
                 self.cancel_job(job_id)
-            return Answer("skip")
+            raise Cancelled(f"job {job_id} was cancelled")  # this file too ends cancelled, untouched
         return Answer(str(answer), bool(for_all))
 
 
