@@ -18,13 +18,16 @@ import pytest
 
 from ferry.backends.registry import BackendPool
 from ferry.backends.s3 import S3Backend, server_copy
-from ferry.backends.s3.server_copy import PART_COPY_REFUSED
+from ferry.backends.s3.server_copy import DIFFERENT_ACCOUNTS, PART_COPY_REFUSED
+from ferry.core.errors import UsageError
 from ferry.core.outcomes import Evidence, Level
 from ferry.transfers import jobs
-from ferry.transfers.options import JobOptions
+from ferry.transfers.delegated import choose_route
+from ferry.transfers.options import JobOptions, Route
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store, Task
 from helpers import Ferry
+from s3.conftest import make_backend
 from s3.servers import S3Server, aws_env
 
 MIB = 1 << 20
@@ -369,3 +372,16 @@ def test_the_manifest_lists_what_the_store_checked_by_sha256_and_says_what_it_le
     else:  # rclone computes no SHA-256 on a copy: both rest on MD5 ETags, neither is listed
         assert lines == []
         assert "2 copied file(s) are not in the manifest" in res.stderr
+
+
+def test_buckets_on_two_endpoints_relay_and_say_why(moto: S3Server, rclone: S3Server) -> None:
+    here, there = make_backend(moto, moto.new_bucket()), make_backend(rclone, rclone.new_bucket())
+    try:
+        auto = choose_route(here, there, "auto")
+        assert (auto.route, auto.reason) == (Route.RELAY, DIFFERENT_ACCOUNTS)
+        with pytest.raises(UsageError, match="--route direct: the buckets are on different endpoints"):
+            choose_route(here, there, "direct")
+        assert choose_route(here, make_backend(moto, moto.new_bucket()), "direct").route is Route.DIRECT
+    finally:
+        here.close()
+        there.close()

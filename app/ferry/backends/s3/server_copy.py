@@ -63,6 +63,7 @@ from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
 PLANNED_KEY = "planned"  # the engine's job value (ferry.transfers.delegated.PLANNED_KEY): all rows recorded
 _COPYING = "s3-copy:"  # job value per row being copied: {"key": destination key, "upload": UploadId}
+DIFFERENT_ACCOUNTS = "the buckets are on different endpoints or accounts (a server-side copy needs one)"
 PART_COPY_REFUSED = "the store does not copy parts of objects (UploadPartCopy), which this object needs"
 WORKERS = 8  # objects copied at once (each a request or a few: the store does the work)
 single_copy_limit = MAX_SINGLE_COPY  # CopyObject's limit; above it UploadPartCopy (tests lower it)
@@ -101,11 +102,14 @@ class ServerCopyDelegation:
         """(S3Backend's: ``key`` now exists, never answer "not found" for it.)"""
 
     def delegation(self, src: Backend, dst: Backend) -> JobDelegate | None:
-        """S3 to S3 on one endpoint as one account: the store copies. None for any other pair."""
+        """S3 to S3 on one endpoint as one account: the store copies. None for any other pair;
+        :class:`NoDirectRoute` for two buckets on different endpoints or accounts."""
         if not isinstance(src, ServerCopyDelegation) or not isinstance(dst, ServerCopyDelegation):
             return None
-        if not src.conn.bucket or not dst.conn.bucket or not same_account(src.conn, dst.conn):
+        if not src.conn.bucket or not dst.conn.bucket:
             return None
+        if not same_account(src.conn, dst.conn):
+            raise NoDirectRoute(DIFFERENT_ACCOUNTS)
         return S3ServerCopy(src, dst, src.conn, dst.conn, dst.note_written)
 
 
@@ -544,4 +548,4 @@ def _us(e: Entry) -> int | None:
     return None if e.mtime is None else int(e.mtime.timestamp() * 1_000_000)
 
 
-__all__ = ["PART_COPY_REFUSED", "S3ServerCopy", "ServerCopyDelegation", "same_account", "verify"]
+__all__ = ["DIFFERENT_ACCOUNTS", "PART_COPY_REFUSED", "S3ServerCopy", "ServerCopyDelegation", "same_account", "verify"]
