@@ -83,6 +83,13 @@ def host_path(folder: Path, *, curl: bool, delay: float = 0.0) -> Path:
     for tool in _TOOLS:
         found = shutil.which(tool)
         assert found, tool
+        if tool == "sha256sum":  # counts its runs in sha256sum.log
+            log = folder / "sha256sum.log"
+            log.touch(mode=0o666)
+            log.chmod(0o666)
+            (folder / tool).write_text(f'#!/bin/sh\necho run >> {log}\nexec {found} "$@"\n')
+            (folder / tool).chmod(0o755)
+            continue
         (folder / tool).symlink_to(found)
     if curl:
         real = shutil.which("curl")
@@ -408,6 +415,8 @@ def test_pause_keeps_finished_files_and_the_next_run_sends_only_the_rest(
     # Every file went up once: what was finished before the pause was not sent again.
     uploads = [line for line in log.read_text().splitlines() if " -T " in line]
     assert sorted(Path(line.split(" -T ")[1].strip("'")).name for line in uploads) == sorted(want)
+    # ... nor even hashed again: the next run took the job's open rows, not a new walk.
+    assert len((host_bin(server) / "sha256sum.log").read_text().splitlines()) == len(want)
 
 
 def test_cancel_ends_every_planned_file_and_starts_no_more(

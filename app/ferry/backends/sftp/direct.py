@@ -53,6 +53,7 @@ from ferry.backends.base import (
     StoreChecks,
     StoredObject,
     UrlSigner,
+    ns_datetime,
     temp_name,
 )
 from ferry.backends.sftp.shell import RemoteShell
@@ -61,6 +62,7 @@ from ferry.core.errors import AlreadyExists, Cancelled, ChecksumMismatch, FerryE
 from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
 DEFAULT_TTL = 600  # seconds a signed URL lasts
+PLANNED = "planned"  # job value: "1" once every row of the job is recorded (transfers/delegated.py)
 MAX_SINGLE_PUT = 5 << 30  # S3's limit for one PUT
 _URL = re.compile(r"(https?://[^\s/?#'\"]+)[^\s'\"]*")
 
@@ -251,10 +253,17 @@ class HostS3Route:
         sink.job_changed(self.route)
         writer: Backend = self.host.confined(self._dst_folders(job)) if not self.upload else self.store
         seen: set[str] = set()
-        # The whole walk first: the listing is done before any transfer starts, so a session
-        # dropped later fails files, never the plan.
-        plan = list(self._walk(job, sink, writer, seen))
-        sink.accounting.add_total(len(plan), sum(entry.size or 0 for _row, entry in plan))
+        planned = sink.value(PLANNED) == "1"
+        if planned:
+            # Continued (after a pause, a stop or 'queue retry'): the rows still open, nothing else.
+            plan = [(row, _entry_of(row)) for row in sink.open_rows() if row.kind == "file"]
+        else:
+            # The whole walk first, recorded as queued rows before any transfer starts: a session
+            # dropped later fails files, never the plan, and a pause leaves the rest open.
+            plan = list(self._walk(job, sink, writer, seen))
+            sink.finish_rows([row for row, _entry in plan], TaskState.QUEUED)
+            if not sink.cancel.cancelled:
+                sink.set_value(PLANNED, "1")
         unstarted: list[DelegatedRow] = []
         with ThreadPoolExecutor(max_workers=streams(), thread_name_prefix=f"ferry-direct-{job.id}") as pool:
             running: set[Future[_Outcome]] = set()
@@ -274,9 +283,10 @@ class HostS3Route:
                 rows = unstarted + [r for r in sink.open_rows() if r.src not in {u.src for u in unstarted}]
                 sink.finish_rows(rows, TaskState.CANCELLED, error="cancelled")
             return  # paused or stopped: finished files stay; the next run continues
-        left = [r for r in sink.open_rows() if r.src not in seen]
-        if left:
-            sink.finish_rows(left, TaskState.FAILED, error="no longer at the source")
+        if not planned:
+            left = [r for r in sink.open_rows() if r.src not in seen]
+            if left:
+                sink.finish_rows(left, TaskState.FAILED, error="no longer at the source")
 
     def _dst_folders(self, job: DelegatedJob) -> list[str]:
         out = []
@@ -644,6 +654,19 @@ def download_verification(stored: StoredObject, size: int, sha: str, md5: str | 
 def _wait_some(running: set[Future[_Outcome]]) -> tuple[set[Future[_Outcome]], set[Future[_Outcome]]]:
     done, rest = wait(running, return_when=FIRST_COMPLETED)
     return set(done), set(rest)
+
+
+def _entry_of(row: DelegatedRow) -> Entry:
+    """A recorded row as the entry the walk once gave (its size and time)."""
+    ns = row.mtime_us * 1000 if row.mtime_us is not None else None
+    return Entry(
+        path=row.src,
+        name=posixpath.basename(row.src),
+        kind=Kind.FILE,
+        size=row.size,
+        mtime=ns_datetime(ns) if ns is not None else None,
+        mtime_ns=ns,
+    )
 
 
 def _mtime_us(entry: Entry) -> int | None:
