@@ -170,7 +170,8 @@ class ShareDialog(QDialog):
         form.addRow("Expires in:", exp)
         self.grantee = QLineEdit()
         self.grantee.setPlaceholderText("user@example.org (Globus grants)")
-        form.addRow("Grant to:", self.grantee)
+        self.grantee_label = QLabel("Grant to:")
+        form.addRow(self.grantee_label, self.grantee)
         lay.addLayout(form)
         self.error = QLabel("")
         self.error.setObjectName("error")
@@ -259,6 +260,9 @@ class ShareDialog(QDialog):
         self.show_hint()
         self.create_btn.setEnabled(why is None)
         self.grantee.setEnabled(self.kind.currentData() == "grant")
+        # Only where the site grants access (Globus): not a greyed-out field on S3.
+        self.grantee_label.setVisible("grant" in offered)
+        self.grantee.setVisible("grant" in offered)
         return why is None
 
     def show_hint(self) -> None:
