@@ -567,3 +567,22 @@ def test_objects_already_in_the_bucket_follow_the_conflict_policy_without_being_
     assert res.returncode == 0, describe(res)
     assert bucket_files(moto, bucket, "run/") == {"same.txt": b"same\n", "changed.txt": b"new\n"}
     assert len([line for line in log.read_text().splitlines() if " -T " in line]) == 1  # only the changed file
+
+
+def test_ferry_cp_from_a_host_without_curl_relays_and_says_why(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server = host(curl=False)
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    want = seed_remote(remote / "run", server)
+    ferry = ferry_for(server, moto, tmp_path)
+    res = ferry("cp", "-r", "--json", url(server, f"{remote}/run"), f"s3://{bucket}/run/")
+    assert res.returncode == 0, describe(res)
+    assert bucket_files(moto, bucket, "run/run/") == want
+    result = result_event(res.stdout)
+    assert result["route"] == "relay" and result["route_reason"] == "the host 127.0.0.1 has no curl", result
+    # Asked for direct, the same host is refused before anything is queued, with the same sentence.
+    res = ferry("cp", "-r", "--route", "direct", url(server, f"{remote}/run"), f"s3://{bucket}/again/")
+    assert res.returncode == 2 and "the host 127.0.0.1 has no curl" in res.stderr, describe(res)
+    assert bucket_files(moto, bucket, "again/") == {}
