@@ -46,6 +46,15 @@ def register(sub: Any) -> None:
     p.add_argument("dest", metavar="DEST", help="where they go")
     tc.add_job_options(p, timing=True, move="option")
     p.add_argument("--bwlimit", metavar="RATE", help="bandwidth limit for this job, e.g. 50M")
+    p.add_argument(
+        "--sync",
+        action="store_true",
+        help="a one-way sync of the SOURCE folder into DEST, compared when the queue runs it (as 'ferry sync')",
+    )
+    p.add_argument("--delete", action="store_true", help="with --sync: remove from DEST what SOURCE does not have")
+    p.add_argument("--by", choices=("size-mtime", "checksum"), default="size-mtime", help="with --sync: how to compare")
+    p.add_argument("--max-delete", type=int, metavar="N", help="with --sync --delete: delete at most N files")
+    p.add_argument("--backup-dir", metavar="DIR", help="with --sync --delete: move what would be deleted into DIR")
     p.add_argument("--json", action="store_true", help="print the new job as JSON")
     p.set_defaults(handler=cmd_add)
 
@@ -155,10 +164,15 @@ def cmd_add(args: argparse.Namespace) -> int:
 
     sources, dest = args.sources, args.dest
     options = tc.job_options(args, bwlimit=args.bwlimit)
-    with BackendPool() as pool:
-        prepared = jobs.prepare(sources, dest, options, pool, on_retry=tc.retry_notice(args.json))
-    store = _store()
-    job_id = jobs.create(store, prepared, options)
+    if args.sync:
+        job_id, store = _add_sync(args, options)
+    else:
+        if args.delete or args.max_delete is not None or args.backup_dir:
+            raise UsageError("--delete, --max-delete and --backup-dir go with --sync")
+        with BackendPool() as pool:
+            prepared = jobs.prepare(sources, dest, options, pool, on_retry=tc.retry_notice(args.json))
+        store = _store()
+        job_id = jobs.create(store, prepared, options)
     if args.json:
         print(json.dumps(_job_dict(store, store.job(job_id))))
     else:
@@ -167,10 +181,52 @@ def cmd_add(args: argparse.Namespace) -> int:
             when += f", not before {datetime.fromtimestamp(options.start_at):%Y-%m-%d %H:%M}"
         if options.window:
             when += f", only between {options.window.replace('-', ' and ')}"
-        verb = "move" if options.move else ""
+        verb = "move" if options.move else "sync" if args.sync else ""
         print(f"Queued {verb + ' ' if verb else ''}job {job_id}: {', '.join(sources)} -> {dest}{when}")
+        if args.sync:
+            print(
+                "It compares the two folders when it runs"
+                + (", then deletes after every copy verified" if args.delete else "")
+            )
         print("Run it with: ferry queue run")
     return EXIT_OK
+
+
+def _add_sync(args: argparse.Namespace, options: JobOptions) -> tuple[int, Store]:
+    """'queue add --sync': checked now (bad input: exit 2, no job), compared when it runs."""
+    from dataclasses import replace
+
+    from ferry.transfers import sync
+    from ferry.transfers.compare import By
+    from ferry.transfers.jobs import resolve
+
+    if len(args.sources) != 1:
+        raise UsageError("--sync takes one SOURCE folder")
+    if args.move:
+        raise UsageError("--sync and --move do not go together")
+    if (args.max_delete is not None or args.backup_dir) and not args.delete:
+        raise UsageError("--max-delete and --backup-dir limit --delete: give --delete too")
+    if args.max_delete is not None and args.max_delete < 0:
+        raise UsageError("--max-delete takes a number of files, 0 or more")
+    if args.delete and args.verify == "none":
+        raise UsageError("--delete removes files only after their copies verified: use --verify sha256, blake3 or size")
+    options = replace(options, recursive=True, on_conflict="overwrite", label="sync")
+    src, dst = resolve(args.sources[0]), resolve(args.dest)
+    backup = resolve(args.backup_dir) if args.backup_dir else None
+    store = _store()
+    with BackendPool() as pool:
+        job_id = sync.add_sync_job(
+            pool,
+            store,
+            src,
+            dst,
+            options,
+            by=By(args.by),
+            delete=args.delete,
+            max_delete=args.max_delete,
+            backup=backup,
+        )
+    return job_id, store
 
 
 def _job_dict(store: Store, job: Job) -> dict[str, Any]:

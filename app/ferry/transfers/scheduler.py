@@ -50,7 +50,7 @@ from ferry.core.errors import (
 from ferry.core.outcomes import SkipReason
 from ferry.core.progress import Accounting
 from ferry.core.schedule import Window, now_local, parse_window
-from ferry.transfers import batch, move, sync_delete, watch_live
+from ferry.transfers import batch, move, sync, sync_delete, watch_live
 from ferry.transfers.bandwidth import Limiters, TokenBucket
 from ferry.transfers.copy import AskFn, CopyContext, Outcome, run_task
 from ferry.transfers.delegated import DelegatedRun, Delegation, choose_route, job_route
@@ -439,6 +439,9 @@ class Runner:
 
     def _plan(self, run: _JobRun) -> None:
         """Walk the job's sources and insert tasks in batches (runs on its own thread)."""
+        if sync.is_queued_sync(self.store, run.job.id):
+            self._plan_sync(run)
+            return
         try:
             roots: list[Root] = []
             for src_path, dst_path, rel in run.job.roots:
@@ -482,6 +485,25 @@ class Runner:
         except BaseException as exc:
             run.planner_error = exc
             log.exception("planning job %s failed", run.job.id)
+
+    def _plan_sync(self, run: _JobRun) -> None:
+        """A sync queued with 'ferry queue add --sync': compared now, its copies recorded as they
+        are found, its deletions kept with the job for its end (sync_delete)."""
+        try:
+            note = sync.plan_queued_sync(
+                self.pool, self.store, run.job.id, lambda batch: self._record_planned(run, batch), run.cancel
+            )
+            if note is not None:
+                run.sync_note = f"; {note}"
+                self.listener.job_changed(run.job.id, "running", note)
+            if not run.cancel.cancelled:
+                self.store.mark_planned(run.job.id)
+                run.planned = True
+        except Cancelled:
+            pass
+        except BaseException as exc:
+            run.planner_error = exc
+            log.exception("comparing for sync job %s failed", run.job.id)
 
     def _delegate(self, run: _JobRun, delegation: Delegation) -> None:
         """Hand the job to the service and follow it (on the planning thread); it records its rows."""

@@ -26,7 +26,7 @@ from enum import StrEnum
 
 from ferry.backends.base import Backend, Entry, Kind
 from ferry.backends.registry import BackendPool
-from ferry.core.address import Address
+from ferry.core.address import Address, parse_address
 from ferry.core.cancel import CancelToken
 from ferry.core.errors import NotFound, UsageError
 from ferry.core.outcomes import SkipReason
@@ -46,6 +46,8 @@ from ferry.transfers.sync_delete import (
 )
 
 SYNC_KEY = "sync"  # job value: what the sync will do after its copies (for people and `queue show`)
+# Job value of a sync recorded by 'ferry queue add --sync': compared when the queue runs it.
+SPEC_KEY = "sync-spec"
 _BATCH = 2000
 
 
@@ -335,15 +337,86 @@ def start_sync_job(store: Store, job_id: int, info: dict[str, object], plan: Syn
     """The comparison is complete and allowed: the job is this process's to run now. Its
     deletions (``plan.deletions``) are kept with it, for whichever process finishes it."""
     store.set_job_value(job_id, SYNC_KEY, json.dumps(info, sort_keys=True))
-    if plan is not None and plan.deletions:
+    if plan is not None:
         backup = info.get("backup_dir")
+        save_deletions(store, job_id, plan, backup if isinstance(backup, str) else None)
+    store.set_job_state(job_id, "running", runner=runner_id(), heartbeat=time.time())
+
+
+def save_deletions(store: Store, job_id: int, plan: SyncPlan, backup: str | None) -> None:
+    """Keep the plan's deletions with the job, for whichever process finishes it (sync_delete)."""
+    if plan.deletions:
         saved = {
             "root": plan.dst_root,
-            "backup": backup if isinstance(backup, str) else None,
+            "backup": backup,
             "entries": [[e.path, e.kind.value, e.size, e.exact_mtime_ns, e.meta.get("etag")] for e in plan.deletions],
         }
         store.set_job_value(job_id, DELETIONS_KEY, json.dumps(saved))
-    store.set_job_state(job_id, "running", runner=runner_id(), heartbeat=time.time())
+
+
+def add_sync_job(
+    pool: BackendPool,
+    store: Store,
+    src: Address,
+    dst: Address,
+    options: JobOptions,
+    *,
+    by: By,
+    delete: bool,
+    max_delete: int | None = None,
+    backup: Address | None = None,
+) -> int:
+    """A sync recorded to run later ('ferry queue add --sync'): checked now (bad input, no job),
+    compared when the queue runs it (:func:`plan_queued_sync`), so a sync queued for the night
+    copies what differs then, not what differed when it was queued."""
+    from ferry.transfers.jobs import create_job
+
+    sides(pool, src, dst)
+    if backup is not None and (backup.scheme, backup.host) != (dst.scheme, dst.host):
+        raise UsageError("--backup-dir must be on the destination's site")
+    # Its copies are found when it runs, by Ferry's own comparison: no route may take the job
+    # whole before that (a service would copy every file, not the differences).
+    if options.route is Route.DIRECT:
+        raise UsageError("--route direct: a queued sync compares when it runs and relays; 'ferry sync' can go direct")
+    options = replace(options, route=Route.RELAY)
+    job_id = create_job(store, [src], dst, [sync_root(pool, src, dst)], options, state="queued")
+    spec = {
+        "src": str(src),
+        "dst": str(dst),
+        "by": by.value,
+        "delete": delete,
+        "max_delete": max_delete,
+        "backup_dir": backup.path if backup is not None else None,
+    }
+    store.set_job_value(job_id, SPEC_KEY, json.dumps(spec, sort_keys=True))
+    store.set_job_value(job_id, SYNC_KEY, json.dumps({"delete": delete, "backup_dir": spec["backup_dir"]}))
+    return job_id
+
+
+def is_queued_sync(store: Store, job_id: int) -> bool:
+    return store.job_value(job_id, SPEC_KEY) is not None
+
+
+def plan_queued_sync(
+    pool: BackendPool, store: Store, job_id: int, sink: TaskSink, cancel: CancelToken | None = None
+) -> str | None:
+    """Plan a queued sync as the queue runs it (the scheduler's planning thread): compare now, hand
+    the copies to ``sink`` as they are found, and keep the deletions with the job. Nobody is there
+    to ask, so a deletion that looks like a wrong path (an empty source, more than half of the
+    destination, more than --max-delete) is not made and the copies go on; the returned sentence
+    says so (for the job's message), else None."""
+    spec = json.loads(store.job_value(job_id, SPEC_KEY) or "{}")
+    src, dst = parse_address(spec["src"]), parse_address(spec["dst"])
+    plan = plan_sync(pool, src, dst, by=By(spec["by"]), delete=bool(spec["delete"]), cancel=cancel, sink=sink)
+    backup = spec.get("backup_dir")
+    try:
+        check_deletions(plan, spec.get("max_delete"))
+        if backup is not None:
+            check_backup_dir(plan, replace(dst, path=backup))
+    except UsageError as exc:
+        return f"nothing will be deleted: {exc.message}"
+    save_deletions(store, job_id, plan, backup)
+    return None
 
 
 def sync_route(src: Address, dst: Address, options: JobOptions) -> JobOptions:
