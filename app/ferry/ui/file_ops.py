@@ -203,6 +203,9 @@ class FileOps:
         if open_cache.is_fresh(addr, entry):
             self._open_cached(addr, entry, reused=True)
             return
+        if open_cache.is_edited_here(addr, entry):  # never downloaded over an edit not uploaded
+            self._open_cached(addr, entry, reused=True, edited=True)
+            return
         target = open_cache.prepare(addr)
 
         def created(job_id: int) -> None:
@@ -216,11 +219,12 @@ class FileOps:
         if opening is not None and state == "done":
             self._open_cached(*opening)
 
-    def _open_cached(self, addr: Address, entry: Entry, reused: bool = False) -> None:
+    def _open_cached(self, addr: Address, entry: Entry, reused: bool = False, edited: bool = False) -> None:
         path = open_cache.cache_path(addr)
         if not reused:
             open_cache.record(addr, entry)
-        self.host.say(f"Opening {path}" + (" (unchanged: from the cache)" if reused else ""))
+        how = " (your edits, not uploaded yet: save it to upload)" if edited else " (unchanged: from the cache)"
+        self.host.say(f"Opening {path}" + (how if reused else ""))
         self.opened_path = path
         self.edits.open(addr, path)  # watched: a save asks to upload it back; no opener is said
 

@@ -3,7 +3,8 @@
 The download itself is an ordinary queued job (so it is verified, resumable and visible in the
 transfers panel). Beside each cached file a small record keeps the remote size, modification
 time and ETag it was downloaded at; the next open compares them with a fresh listing and opens
-the cached copy when all match.
+the cached copy when all match (also when the copy was edited here and not uploaded: a download
+would overwrite the edit).
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ def is_unchanged_remote(address: Address, entry: Entry) -> bool:
     except (OSError, ValueError):
         return False
     return bool(record.get("remote") == _fingerprint(entry))
+
+
+def is_edited_here(address: Address, entry: Entry) -> bool:
+    """True if the cached copy was changed on this computer since it was downloaded while the
+    remote file stayed as it was: an edit not uploaded (declined, or saved with no application
+    watching), which a new download would overwrite."""
+    path = cache_path(address)
+    return path.is_file() and is_unchanged_remote(address, entry) and not is_fresh(address, entry)
 
 
 def record(address: Address, entry: Entry) -> None:
