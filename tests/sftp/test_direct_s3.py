@@ -272,6 +272,9 @@ def test_cp_r_s3_to_host_goes_direct_checked_against_the_store(
     by_name = {Path(k).name: v for k, v in files.items() if v.get("kind", "file") == "file"}
     assert by_name["plain.bin"]["level"] == "checksum" and "s3-etag-md5" in by_name["plain.bin"]["evidence"]
     assert by_name["summed.bin"]["level"] == "checksum" and "s3-checksum" in by_name["summed.bin"]["evidence"]
+    # The SHA-256 the host computed and the store confirmed is the file's recorded hash (manifests).
+    manifest = ferry.ok("queue", "show", "1", "--manifest").stdout
+    assert f"{hashlib.sha256(summed).hexdigest()}  in/sub/summed.bin" in manifest, manifest
     assert not [p for p in remote.rglob("*") if p.name.endswith(".ferry-part")]
 
 

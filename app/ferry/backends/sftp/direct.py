@@ -62,6 +62,7 @@ from ferry.core.errors import AlreadyExists, Cancelled, ChecksumMismatch, FerryE
 from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
 DEFAULT_TTL = 600  # seconds a signed URL lasts
+_IN_PLACE = "already in place: the same checksum"
 PLANNED = "planned"  # job value: "1" once every row of the job is recorded (transfers/delegated.py)
 MAX_SINGLE_PUT = 5 << 30  # S3's limit for one PUT
 _URL = re.compile(r"(https?://[^\s/?#'\"]+)[^\s'\"]*")
@@ -525,11 +526,12 @@ class HostS3Route:
     ) -> _Outcome | None:
         """An object already at the destination: done if it holds the same bytes, else what the
         conflict policy says (None: replace it)."""
-        same = stored.size == size and (
-            stored.sha256 == sha or stored.ferry_sha256 == sha or bool(md5 and stored.md5 == md5)
-        )
-        if same:
-            v = Verification(Level.CHECKSUM, "sha256", (Evidence.HOST_TOOL,), "already in place: the same checksum")
+        if stored.size == size and sha in (stored.sha256, stored.ferry_sha256):
+            evidence = Evidence.S3_CHECKSUM if stored.sha256 == sha else Evidence.FERRY_METADATA
+            v = Verification(Level.CHECKSUM, "sha256", (Evidence.HOST_TOOL, evidence), _IN_PLACE, digest=sha)
+            return _Outcome(row, TaskState.DONE, v)
+        if stored.size == size and md5 and stored.md5 == md5:
+            v = Verification(Level.CHECKSUM, "md5", (Evidence.HOST_TOOL, Evidence.S3_ETAG_MD5), _IN_PLACE)
             return _Outcome(row, TaskState.DONE, v)
         return self._policy(job, row)
 
@@ -558,8 +560,9 @@ class HostS3Route:
             there = None
         if there is not None:
             size, sha, md5 = self._hashes(row.dst, md5=need_md5)
-            if download_verification(stored, size, sha, md5).level is Level.CHECKSUM:
-                v = Verification(Level.CHECKSUM, "sha256", (Evidence.HOST_TOOL,), "already in place: the same checksum")
+            found = download_verification(stored, size, sha, md5)
+            if found.level is Level.CHECKSUM:
+                v = Verification(Level.CHECKSUM, found.algo, found.evidence, _IN_PLACE, digest=found.digest)
                 return _Outcome(row, TaskState.DONE, v)
             kept = self._policy(job, row)
             if kept is not None:
@@ -629,7 +632,13 @@ def upload_verification(
             (Evidence.HOST_TOOL,),
             "size only: the store keeps no checksum it computed itself (no MD5 ETag, no SHA-256 it checks)",
         )
-    return Verification(Level.CHECKSUM, algo, tuple(evidence), f"{algo} match: the store's record of what it received")
+    return Verification(
+        Level.CHECKSUM,
+        algo,
+        tuple(evidence),
+        f"{algo} match: the store's record of what it received",
+        digest=sha if algo == "sha256" else "",
+    )
 
 
 def download_verification(stored: StoredObject, size: int, sha: str, md5: str | None) -> Verification:
@@ -645,7 +654,8 @@ def download_verification(stored: StoredObject, size: int, sha: str, md5: str | 
         if expected and got:
             if expected != got:
                 return Verification(Level.NONE, algo, (), f"the host's {algo} differs from the store's")
-            return Verification(Level.CHECKSUM, algo, (Evidence.HOST_TOOL, evidence), f"{algo} match")
+            digest = got if algo == "sha256" else ""  # recorded as the file's hash (manifests)
+            return Verification(Level.CHECKSUM, algo, (Evidence.HOST_TOOL, evidence), f"{algo} match", digest=digest)
     return Verification(
         Level.SIZE, None, (), "size only: the store keeps no checksum for this object (multipart, none added)"
     )
