@@ -112,3 +112,11 @@ def test_cli_share_list_shows_expiry_and_the_revocation_caveat(ferry: Ferry, mon
     assert len(rows) == 2  # ...unless asked for
     assert {row["id"] for row in rows} >= {link.id}
     assert all(row["url"].startswith("https://") for row in rows)
+
+
+def test_the_s3_revoke_note_reads_as_one_sentence_after_the_prefix() -> None:
+    """QA (issue 20): the dialog said 'cannot be revoked early: S3 pre-signed links cannot be
+    revoked early: …'. A link's revoke_note is a clause the callers put after that prefix."""
+    from ferry.backends.s3.share import REVOKE_REASON
+
+    assert "revoked" not in REVOKE_REASON and REVOKE_REASON[0].islower()

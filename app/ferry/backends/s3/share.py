@@ -16,9 +16,12 @@ from ferry.sharing.types import Link, ShareRequest
 
 MAX_PRESIGN = timedelta(days=7)  # SigV4's limit on X-Amz-Expires
 DEFAULT_PRESIGN = timedelta(hours=1)
+# Why a link cannot be revoked, as a clause (callers say "cannot be revoked early: ..."), and
+# the whole sentence for an error.
+REVOKE_REASON = "it stops working when it expires, or when the access key that signed it is deactivated or rotated"
 REVOKE_NOTE = (
-    "S3 pre-signed links cannot be revoked early: they stop working when they expire, or when the "
-    "access key that signed them is deactivated or rotated"
+    "S3 pre-signed links cannot be revoked early: they stop working when they expire, or when the access key "
+    "that signed them is deactivated or rotated"
 )
 
 
@@ -71,7 +74,7 @@ def presign(conn: S3Connection, key: str, request: ShareRequest) -> Link:
         scheme="s3",
         expires=datetime.now(UTC) + timedelta(seconds=seconds),
         revocable=False,
-        revoke_note=REVOKE_NOTE,
+        revoke_note=REVOKE_REASON,
         warnings=tuple(warnings),
         extra=extra,
     )
