@@ -79,6 +79,9 @@ def test_the_menu_pauses_resumes_and_moves_a_job_to_the_top(qtbot: QtBot, window
     qtbot.waitUntil(lambda: _shown_order(window) == [first, second])
     _entry(panel.context_menu(), "cancel").trigger()
     qtbot.waitUntil(lambda: job_state(second) == "cancelled")
+    # A finished job's place in the queue means nothing: no Move to top/bottom (QA, issue 20).
+    qtbot.waitUntil(lambda: not _entry(panel.context_menu(), "top").isEnabled())
+    assert not _entry(panel.context_menu(), "bottom").isEnabled()
     store.close()
 
 

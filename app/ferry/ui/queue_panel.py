@@ -259,8 +259,9 @@ class QueuePanel(QWidget):
         ):
             add(key, text, enabled, lambda _=False, k=key: self.action.emit(k, ids))
         menu.addSeparator()
-        add("top", "Move to top", bool(jobs), lambda _=False: self.action.emit("top", ids))
-        add("bottom", "Move to bottom", bool(jobs), lambda _=False: self.action.emit("bottom", ids))
+        waiting = bool(states & {"queued", "paused", "running"})  # order means nothing to a finished job
+        add("top", "Move to top", waiting, lambda _=False: self.action.emit("top", ids))
+        add("bottom", "Move to bottom", waiting, lambda _=False: self.action.emit("bottom", ids))
         menu.addSeparator()
         add(
             "open",
