@@ -255,16 +255,7 @@ class HostS3Route:
         writer: Backend = self.host.confined(self._dst_folders(job)) if not self.upload else self.store
         seen: set[str] = set()
         planned = sink.value(PLANNED) == "1"
-        if planned:
-            # Continued (after a pause, a stop or 'queue retry'): the rows still open, nothing else.
-            plan = [(row, _entry_of(row)) for row in sink.open_rows() if row.kind == "file"]
-        else:
-            # The whole walk first, recorded as queued rows before any transfer starts: a session
-            # dropped later fails files, never the plan, and a pause leaves the rest open.
-            plan = list(self._walk(job, sink, writer, seen))
-            sink.finish_rows([row for row, _entry in plan], TaskState.QUEUED)
-            if not sink.cancel.cancelled:
-                sink.set_value(PLANNED, "1")
+        plan = self._plan(job, sink, writer, seen, planned)
         unstarted: list[DelegatedRow] = []
         with ThreadPoolExecutor(max_workers=streams(), thread_name_prefix=f"ferry-direct-{job.id}") as pool:
             running: set[Future[_Outcome]] = set()
@@ -288,6 +279,20 @@ class HostS3Route:
             left = [r for r in sink.open_rows() if r.src not in seen]
             if left:
                 sink.finish_rows(left, TaskState.FAILED, error="no longer at the source")
+
+    def _plan(
+        self, job: DelegatedJob, sink: DelegationSink, writer: Backend, seen: set[str], planned: bool
+    ) -> list[tuple[DelegatedRow, Entry]]:
+        if planned:
+            # Continued (after a pause, a stop or 'queue retry'): the rows still open, nothing else.
+            return [(row, _entry_of(row)) for row in sink.open_rows() if row.kind == "file"]
+        # The whole walk first, recorded as queued rows before any transfer starts: a session
+        # dropped later fails files, never the plan, and a pause leaves the rest open.
+        plan = list(self._walk(job, sink, writer, seen))
+        sink.finish_rows([row for row, _entry in plan], TaskState.QUEUED)
+        if not sink.cancel.cancelled:
+            sink.set_value(PLANNED, "1")
+        return plan
 
     def _dst_folders(self, job: DelegatedJob) -> list[str]:
         out = []
