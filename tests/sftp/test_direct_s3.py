@@ -589,3 +589,25 @@ def test_ferry_cp_from_a_host_without_curl_relays_and_says_why(
     res = ferry("cp", "-r", "--route", "direct", url(server, f"{remote}/run"), f"s3://{bucket}/again/")
     assert res.returncode == 2 and "the host 127.0.0.1 has no curl" in res.stderr, describe(res)
     assert bucket_files(moto, bucket, "again/") == {}
+
+
+def test_ferry_mv_from_a_host_to_s3_relays_so_each_source_goes_only_after_ferrys_check(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    """A move deletes a source only after Ferry's own checksum check of the bytes it read, which
+    the host's curl never gives Ferry: under --route auto it relays (and works, as it did before
+    routes existed), and --route direct is refused before anything changes."""
+    server = host()
+    bucket = moto.new_bucket()
+    remote = server.mkdir()
+    want = seed_remote(remote / "run", server)
+    ferry = ferry_for(server, moto, tmp_path)
+    res = ferry("mv", "-r", "--json", url(server, f"{remote}/run"), f"s3://{bucket}/run/")
+    assert res.returncode == 0, describe(res)
+    assert result_event(res.stdout)["route"] == "relay"
+    assert bucket_files(moto, bucket, "run/run/") == want
+    assert not (remote / "run").exists()  # the sources went, each after its copy verified
+    again = seed_remote(remote / "more", server)
+    res = ferry("mv", "-r", "--route", "direct", url(server, f"{remote}/more"), f"s3://{bucket}/more/")
+    assert res.returncode == 2, describe(res)
+    assert bucket_files(moto, bucket, "more/") == {} and (remote / "more").exists() and again

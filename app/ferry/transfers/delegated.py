@@ -171,10 +171,12 @@ class RouteChoice:
 
 
 def job_route(options: JobOptions, src: Backend, dst: Backend) -> Route:
-    """The route a job's options ask for, where ``auto`` means relay for a move between S3
-    buckets: a move deletes each source only after Ferry's own checksum check of the bytes it
-    read, which a server-side copy never gives."""
-    if options.move and options.route is Route.AUTO and src.scheme == dst.scheme == "s3":
+    """The route a job's options ask for, where ``auto`` means relay for a move whose direct route
+    would be one of Ferry's own (an S3 server-side copy, an SSH host's curl to or from S3): a move
+    deletes each source only after Ferry's own checksum check of the bytes it read, which those
+    routes never give. (A Globus move is the service's own check: see jobs.check_move.)"""
+    pair = {src.scheme, dst.scheme}
+    if options.move and options.route is Route.AUTO and pair in ({"s3"}, {"sftp", "s3"}):
         return Route.RELAY
     return Route(options.route)
 
