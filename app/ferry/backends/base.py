@@ -645,6 +645,17 @@ class Backend(ABC):
         """Set extended attributes on a folder; returns the names not kept."""
         raise Unsupported(f"{self.scheme} has no extended attributes")
 
+    def partial_kept(self, path: str, file_size: int | None) -> int | None:
+        """How many bytes of the partial file at ``path`` (for a file of ``file_size``) a resume
+        keeps, or None when there is none: all of it here; less where the writer resumes below
+        the partial's end (SFTP after parallel streams, which may leave holes near it)."""
+        from ferry.core.errors import NotFound
+
+        try:
+            return self.stat(path).size
+        except NotFound:
+            return None
+
     def confined(self, roots: Sequence[str]) -> Backend:
         """This backend as one job writes through it, ``roots`` being the job's destination
         folders. Where a path can lead through links (local disks, SFTP hosts), a view that never

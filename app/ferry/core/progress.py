@@ -106,6 +106,11 @@ class Accounting:
         """Bytes of ``job`` in flight: in its running files and the partial files it kept."""
         return self.partial_bytes().get(job, 0)
 
+    def partial_tasks(self, job: int) -> list[int]:
+        """The tasks of ``job`` with bytes in flight (running, or stopped with a partial file)."""
+        with self._lock:
+            return [t for t, (j, n) in self._flight.items() if j == job and n > 0]
+
     def partial_bytes(self) -> dict[int, int]:
         """Bytes in flight by job (see :meth:`job_partial_bytes`)."""
         out: dict[int, int] = {}

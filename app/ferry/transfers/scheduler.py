@@ -685,7 +685,10 @@ class Runner:
             error_kind=error_kind,
             error_action=error_action,
         )
+        held = self.accounting.partial_tasks(job_id) if state == "paused" else []
         self._record_partials([job_id], finished=state in ("done", "failed", "cancelled"))
+        if held:
+            self._record_partials_held(run, held)
         self._summary.jobs[job_id] = state
         self.listener.job_changed(job_id, state, message)
 
@@ -699,6 +702,25 @@ class Runner:
             self.store.set_job_value(job_id, PARTIAL_BYTES_KEY, str(n) if n else None)
             if finished or job_id not in self._runs:
                 self.accounting.forget_job(job_id)
+
+    def _record_partials_held(self, run: _JobRun, task_ids: list[int]) -> None:
+        """A paused job's bytes are what its partial files hold, read from the destination: the
+        bytes counted as they were handed on include writes a server had not yet acknowledged
+        when the job stopped (SFTP pipelines them), which the paused row would overstate."""
+        if run.dst.keeps_resume_state:
+            return  # S3 keeps whole parts in its upload, counted as they complete
+        held = 0
+        for task_id in task_ids:
+            task = self.store.task(task_id)
+            if task is None:
+                continue
+            folder, name = run.dst.split(task.dst)
+            try:
+                kept = run.dst.partial_kept(run.dst.join(folder, temp_name(name, str(task.id))), task.size)
+            except (FerryError, OSError):
+                continue
+            held += kept or 0
+        self.store.set_job_value(run.job.id, PARTIAL_BYTES_KEY, str(held) if held else None)
 
     def _remove_partials(self, run: _JobRun) -> None:
         for task in self.store.tasks(run.job.id, states=PARTIAL_STATES, kinds=("file",)):

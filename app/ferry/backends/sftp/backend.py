@@ -16,8 +16,10 @@ from datetime import datetime
 from typing import Any
 
 from ferry.backends.base import Backend, BatchData, Capabilities, Entry, JobDelegate, Kind, Reader, temp_name
+from ferry.backends.sftp import limits
 from ferry.backends.sftp.errors import is_failure, map_error, refused_write
 from ferry.backends.sftp.host import host_for
+from ferry.backends.sftp.parallel_write import safe_resume_offset
 from ferry.backends.sftp.protocol import entry_of, from_wire, listdir, wire
 from ferry.backends.sftp.reader import SFTPReader
 from ferry.backends.sftp.writer import SFTPWriter, SmallFileWriter, is_small
@@ -324,6 +326,12 @@ class SFTPBackend(Backend):
 
     def close(self) -> None:
         """Connections are shared per host for the whole process (one login per host per run)."""
+
+    def partial_kept(self, path: str, file_size: int | None) -> int | None:
+        held = super().partial_kept(path, file_size)
+        if held and file_size is not None and file_size >= limits.PARALLEL_MIN and held <= file_size:
+            return safe_resume_offset(held)  # what the writer resumes from (see writer.SFTPWriter)
+        return held
 
     def confined(self, roots: Sequence[str]) -> SFTPBackend:
         """The view one job writes through: no link followed below any of ``roots``."""
