@@ -39,3 +39,20 @@ def test_a_failures_detail_is_recorded_and_shown_and_a_later_failure_replaces_it
     store.finish_tasks([TaskResult(failed.id, "failed", 2, error_kind="transient", error="Connection lost")])
     assert store.error_details([failed.id]) == {}
     assert "detail:" not in queue_actions.log_text(queue_actions.job_log(store, job))
+
+
+def test_a_source_gone_before_the_run_is_logged_as_not_found(site: MemSite, store: Store) -> None:
+    """The log view gave a source that disappeared between 'queue add' and the run the kind
+    'error'; it is typed 'not-found', as the same loss found later, mid-walk, is."""
+    site.put("/src/a.txt", b"a")
+    with BackendPool() as pool:
+        job = jobs.new_job(store, pool, [site.url("/src/a.txt")], site.url("/dst/"), JobOptions())
+    from ferry.backends.memory import get_store
+
+    with get_store(site.name).lock:
+        del get_store(site.name)._lookup("/src").children["a.txt"]  # type: ignore[attr-defined]
+    assert Runner(store, RunConfig(job_ids=[job])).run().jobs == {job: "failed"}
+    assert len(list(store.tasks(job, states=("failed",)))) == 1
+    assert store.outcome_counts(job).failed == {"not-found": 1}
+    text = queue_actions.log_text(queue_actions.job_log(store, job))
+    assert "kind: not-found" in text, text

@@ -460,6 +460,7 @@ class Runner:
                                 None,
                                 state="failed",
                                 error=f"Source not found: {run.src.display(src_path)}",
+                                error_kind=NotFound.kind,
                             )
                         ],
                     )
