@@ -222,6 +222,34 @@ def test_sync_deletes_nothing_when_a_copy_failed(qtbot, window, tmp_path: Path) 
     assert (right / "only_left.txt").read_bytes() == b"L"  # the other copies were made
 
 
+def test_deleting_more_than_half_needs_the_persons_say_so(qtbot, window, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """As 'ferry sync --max-delete N': the engine refuses to delete more than half of the
+    destination; the preview offers to allow exactly that many, never for an empty source."""
+    left, right = tmp_path / "left", tmp_path / "right"
+    _file(left / "keep.txt", b"k")
+    _file(left / "new.txt", b"n")
+    _file(right / "keep.txt", b"k")
+    for i in range(4):
+        _file(right / f"old{i}.txt", b"o")
+    view = _open(qtbot, window, left, right)
+    view.sync_right.click()
+    qtbot.waitUntil(lambda: view.preview is not None and view.preview.isVisible(), timeout=30_000)
+    dlg = view.preview
+    assert dlg is not None
+    assert dlg.allow_more.isHidden()  # nothing to allow while nothing is to be deleted
+    dlg.delete.setChecked(True)
+    assert "Refused" in dlg.summary.text() and not dlg.start.isEnabled()
+    assert not dlg.allow_more.isHidden() and "4 of the destination's 5 files" in dlg.allow_more.text()
+    dlg.allow_more.setChecked(True)
+    assert dlg.start.isEnabled() and dlg.max_delete == 4
+    assert "4 file(s) only in the destination will be deleted" in dlg.summary.text()
+    dlg.start.click()
+    qtbot.waitUntil(lambda: len(_jobs()) == 1, timeout=30_000)
+    assert wait_job(qtbot, _jobs()[0]) == "done"
+    qtbot.waitUntil(lambda: view.last_deleted is not None, timeout=30_000)
+    assert sorted(p.name for p in right.iterdir()) == ["keep.txt", "new.txt"]
+
+
 def test_rows_arrive_in_batches_as_the_comparison_goes(  # type: ignore[no-untyped-def]
     qtbot, window, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

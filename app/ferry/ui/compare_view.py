@@ -177,6 +177,16 @@ class SyncPreviewDialog(SafeDialog):
         self.delete.setObjectName("syncDelete")
         self.delete.toggled.connect(self._update)
         lay.addWidget(self.delete)
+        # The engine refuses to delete more than half of the destination unless told how many may
+        # go (ferry sync --max-delete N): here that is this box, shown only when the count is
+        # what stops it (an empty source is refused whatever is ticked).
+        self.allow_more = QCheckBox(
+            f"I checked the folders: allow deleting {plan.delete_files:,} of the destination's {plan.dst_files:,} files"
+        )
+        self.allow_more.setObjectName("syncAllowMore")
+        self.allow_more.toggled.connect(self._update)
+        self.allow_more.hide()
+        lay.addWidget(self.allow_more)
         self.lines = QPlainTextEdit()
         self.lines.setReadOnly(True)
         lay.addWidget(self.lines)
@@ -192,9 +202,20 @@ class SyncPreviewDialog(SafeDialog):
         safe_default(self.cancel, self.start)  # Enter must not start copying
         self._update()
 
+    @property
+    def max_delete(self) -> int | None:
+        """What the person allowed (as --max-delete), or None: the engine's default guard."""
+        return self.plan.delete_files if self.allow_more.isChecked() and not self.allow_more.isHidden() else None
+
     def _update(self) -> None:
         delete = self.delete.isChecked()
-        refusal = deletion_check(self.plan) if delete else None
+        by_count = (
+            delete
+            and deletion_check(self.plan) is not None
+            and deletion_check(self.plan, self.plan.delete_files) is None
+        )
+        self.allow_more.setVisible(by_count)
+        refusal = deletion_check(self.plan, self.max_delete) if delete else None
         self.summary.setText(preview_text(self.src, self.dst, self.plan, delete, refusal))
         shown = [a for a in self.plan.actions if delete or a[0] is not Action.DELETE]
         self.lines.setPlainText("\n".join(f"{a.value:8} {rel}" for a, rel, _n in shown[:PREVIEW_LINES]))
@@ -202,10 +223,11 @@ class SyncPreviewDialog(SafeDialog):
         self.start.setEnabled(work and refusal is None)
 
 
-def deletion_check(plan: SyncPlan) -> str | None:
-    """Why the engine refuses these deletions (an empty source, more than half the destination)."""
+def deletion_check(plan: SyncPlan, max_delete: int | None = None) -> str | None:
+    """Why the engine refuses these deletions (an empty source, more than half the destination,
+    more than ``max_delete``), or None."""
     try:
-        check_deletions(plan, None)
+        check_deletions(plan, max_delete)
     except UsageError as exc:
         return exc.message
     return None
@@ -414,11 +436,11 @@ class CompareView(QDialog):
     def _show_preview(self, src: Address, dst: Address, by: By, plan: SyncPlan) -> None:
         dlg = SyncPreviewDialog(src, dst, plan, self)
         self.preview = dlg
-        dlg.accepted.connect(lambda: self._queue(src, dst, by, dlg.delete.isChecked()))
+        dlg.accepted.connect(lambda: self._queue(src, dst, by, dlg.delete.isChecked(), dlg.max_delete))
         dlg.finished.connect(dlg.deleteLater)
         dlg.open()
 
-    def _queue(self, src: Address, dst: Address, by: By, delete: bool) -> None:
+    def _queue(self, src: Address, dst: Address, by: By, delete: bool, max_delete: int | None = None) -> None:
         options = dataclasses.replace(
             self.host.transfer_settings.job_options(recursive=True, on_conflict="overwrite"), label="sync"
         )
@@ -426,7 +448,7 @@ class CompareView(QDialog):
 
         def check(plan: SyncPlan) -> None:
             if delete:
-                check_deletions(plan, None)  # the comparison made again must still be allowed
+                check_deletions(plan, max_delete)  # the comparison made again must still be allowed
 
         def work() -> tuple[SyncPlan, int | None]:
             store = Store(store_path)
