@@ -172,11 +172,12 @@ class RouteChoice:
 
 def job_route(options: JobOptions, src: Backend, dst: Backend) -> Route:
     """The route a job's options ask for, where ``auto`` means relay for a move whose direct route
-    would be one of Ferry's own (an S3 server-side copy, an SSH host's curl to or from S3): a move
+    would be one of Ferry's own (an S3 server-side copy, an SSH host's curl to or from S3, one SSH
+    host copying to another): a move
     deletes each source only after Ferry's own checksum check of the bytes it read, which those
     routes never give. (A Globus move is the service's own check: see jobs.check_move.)"""
     pair = {src.scheme, dst.scheme}
-    if options.move and options.route is Route.AUTO and pair in ({"s3"}, {"sftp", "s3"}):
+    if options.move and options.route is Route.AUTO and pair in ({"s3"}, {"sftp", "s3"}, {"sftp"}):
         return Route.RELAY
     return Route(options.route)
 

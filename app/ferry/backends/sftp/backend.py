@@ -322,6 +322,10 @@ class SFTPBackend(Backend):
         (``direct.py``); :class:`~ferry.backends.base.NoDirectRoute` says why not where it cannot."""
         from ferry.backends.sftp.direct import direct_route
 
+        if src is self and isinstance(dst, SFTPBackend):  # host to host: host A copies (direct_ssh.py)
+            from ferry.backends.sftp.direct_ssh import host_pair_route
+
+            return host_pair_route(self, self._host.shell, dst, dst._host.shell)
         return direct_route(self, self._host.shell, src, dst)
 
     def close(self) -> None:

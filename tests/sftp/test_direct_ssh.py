@@ -1,0 +1,161 @@
+"""Site to site (issue 22): one SSH host copies straight to another (``backends/sftp/direct_ssh.py``).
+
+Two OpenSSH sshd servers on loopback are hosts A and B (the same login account, each with its own
+``authorized_keys``). Host A's own ``ssh`` reads an ssh config we give it through sshd's
+``SetEnv FERRY_SSH_CONFIG``: with a key of its own authorized on B (trust), or without one. Ferry
+runs in a child process whose SFTP readers and writers count their use, so a test can say no byte
+passed through Ferry.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ferry.backends.sftp.direct_ssh import forget_pair_probes
+from helpers import Ferry, describe, file_events, result_event
+from sftp.test_cli_sftp import url, user_home
+from sftp.test_direct_s3 import byte_paths_used, counting_ferry, seed_remote
+from sshd import SshServer
+
+
+@pytest.fixture(autouse=True)
+def _fresh_probes() -> Iterator[None]:
+    forget_pair_probes()
+    yield
+    forget_pair_probes()
+
+
+@pytest.fixture
+def pair(sshd_factory: Callable[..., SshServer]) -> Iterator[Callable[..., tuple[SshServer, SshServer]]]:
+    """``pair(trust=True)``: hosts A and B; with ``trust``, A's ssh has a key of its own for B."""
+    made: list[Path] = []
+
+    def start(*, trust: bool) -> tuple[SshServer, SshServer]:
+        b = sshd_factory()
+        folder = Path(tempfile.mkdtemp(prefix="ferry-hosta-", dir="/tmp"))
+        made.append(folder)
+        folder.chmod(0o755)
+        key = folder / "id_ed25519"
+        if trust:
+            shutil.copy(b.client_key, key)  # b's client key is authorized on b
+        config = folder / "config"
+        config.write_text(
+            "Host *\n"
+            f"  IdentityFile {key}\n"
+            "  IdentitiesOnly yes\n"
+            f"  UserKnownHostsFile {b.known_hosts}\n"
+            "  GlobalKnownHostsFile /dev/null\n"
+            "  StrictHostKeyChecking yes\n"
+        )
+        b.chown(folder)
+        if trust:
+            key.chmod(0o600)
+        config.chmod(0o600)
+        a = sshd_factory(extra_config=[f"SetEnv FERRY_SSH_CONFIG={config}"])
+        return a, b
+
+    yield start
+    for folder in made:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def ferry_for(a: SshServer, b: SshServer, tmp_path: Path) -> Ferry:
+    """``ferry`` with a home whose key logs in to both hosts and whose known_hosts knows both."""
+    home = user_home(a, tmp_path)
+    with (home / ".ssh" / "known_hosts").open("a") as f:
+        f.write(b.known_hosts.read_text())
+    b.authorize(a.client_key.with_suffix(".pub").read_text())
+    return Ferry(home=tmp_path, cwd=tmp_path, extra_env={"HOME": str(home), "SSH_AUTH_SOCK": ""})
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def test_cp_r_host_to_host_goes_direct_verified_without_bytes_through_ferry(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    a, b = pair(trust=True)
+    src, dst = a.mkdir(), b.mkdir()
+    want = seed_remote(src / "run42", a)
+    ferry = ferry_for(a, b, tmp_path)
+    res = counting_ferry(ferry, "cp", "-r", "--json", url(a, f"{src}/run42"), url(b, f"{dst}/"))
+    assert res.returncode == 0, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert tree(dst / "run42") == want
+    assert not [p for p in dst.rglob("*") if ".ferry" in p.name or "direct" in p.name]  # no partial left
+    result = result_event(res.stdout)
+    assert result["route"] == "direct", result
+    files = {k: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert len(files) == len(want), files
+    assert {e["level"] for e in files.values()} == {"checksum"}, files
+    for e in files.values():
+        assert e["evidence"] == ["host-tool"], e
+
+
+def test_without_trust_relays_and_says_why_and_direct_is_refused(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    a, b = pair(trust=False)
+    src, dst = a.mkdir(), b.mkdir()
+    want = seed_remote(src / "run", a)
+    ferry = ferry_for(a, b, tmp_path)
+    res = ferry("cp", "-r", "--json", url(a, f"{src}/run"), url(b, f"{dst}/"))
+    assert res.returncode == 0, describe(res)
+    assert tree(dst / "run") == want
+    result = result_event(res.stdout)
+    sentence = "the host 127.0.0.1 cannot log in to 127.0.0.1 by itself"
+    assert result["route"] == "relay" and sentence in result["route_reason"], result
+    res = ferry("cp", "-r", "--route", "direct", url(a, f"{src}/run"), url(b, f"{dst}/again/"))
+    assert res.returncode == 2 and sentence in res.stderr, describe(res)
+    assert not (dst / "again").exists()
+
+
+def test_conflict_policy_skip_keeps_the_file_on_b(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    a, b = pair(trust=True)
+    src, dst = a.mkdir(), b.mkdir()
+    (src / "run").mkdir()
+    (src / "run" / "same.txt").write_bytes(b"same\n")
+    (src / "run" / "changed.txt").write_bytes(b"new\n")
+    (src / "run" / "fresh.txt").write_bytes(os.urandom(1000))
+    a.chown(src)
+    (dst / "run").mkdir()
+    (dst / "run" / "same.txt").write_bytes(b"same\n")
+    (dst / "run" / "changed.txt").write_bytes(b"old, kept\n")
+    b.chown(dst)
+    ferry = ferry_for(a, b, tmp_path)
+    res = counting_ferry(ferry, "cp", "-r", "--json", "--on-conflict", "skip", url(a, f"{src}/run"), url(b, f"{dst}/"))
+    assert res.returncode == 0, describe(res)
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert (dst / "run" / "changed.txt").read_bytes() == b"old, kept\n"
+    assert (dst / "run" / "fresh.txt").read_bytes() == (src / "run" / "fresh.txt").read_bytes()
+    events = file_events(res.stdout)
+    states = {Path(k).name: v["state"] for k, v in events.items() if v.get("kind", "file") == "file"}
+    assert states == {"same.txt": "done", "changed.txt": "skipped", "fresh.txt": "done"}, events
+
+
+def test_mv_between_hosts_relays_under_auto(pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path) -> None:
+    """A move deletes each source only after Ferry's own checksum check of the bytes it read,
+    which the host-to-host route never gives: under --route auto it relays (as before the route
+    existed) and removes the source; --route direct is refused before anything changes."""
+    a, b = pair(trust=True)
+    src, dst = a.mkdir(), b.mkdir()
+    want = seed_remote(src / "run", a)
+    ferry = ferry_for(a, b, tmp_path)
+    res = ferry("mv", "-r", "--json", url(a, f"{src}/run"), url(b, f"{dst}/"))
+    assert res.returncode == 0, describe(res)
+    assert result_event(res.stdout)["route"] == "relay"
+    assert tree(dst / "run") == want
+    assert not (src / "run").exists()
+    more = seed_remote(src / "more", a)
+    res = ferry("mv", "-r", "--route", "direct", url(a, f"{src}/more"), url(b, f"{dst}/"))
+    assert res.returncode == 2, describe(res)
+    assert tree(src / "more") == more and not (dst / "more").exists()
