@@ -295,13 +295,15 @@ def _download(tasks: Sequence[Task], ctx: CopyContext, cancel: CancelToken, resu
 
 
 def _member_verification(
-    verify: str, algo: str | None, dst_hash: str | None, evidence: tuple[Evidence, ...]
+    verify: str, algo: str | None, dst_hash: str | None, evidence: tuple[Evidence, ...], note: str = ""
 ) -> Verification:
     if algo is None:
         return unchecked(verify)
     if dst_hash is None or not evidence:
-        return Verification(Level.SIZE, algo, (), "size only (the destination offers no independent check)")
-    return Verification(Level.CHECKSUM, algo, evidence, f"{algo} match (sent in a tar stream, read back from disk)")
+        why = note or "the destination offers no independent check"
+        return Verification(Level.SIZE, algo, (), f"size only ({why})")
+    how = note or "read back from disk"
+    return Verification(Level.CHECKSUM, algo, evidence, f"{algo} match (sent in a tar stream, {how})")
 
 
 def _write_local(
@@ -334,8 +336,9 @@ def _write_local(
             if algo is not None and dst_hash is not None and dst_hash != src_hash:
                 writer.abort(keep_partial=False)
                 return None  # the per-file copy retries it from zero (and fails it if it must)
-            verified = _member_verification(opts.verify, algo, dst_hash, writer.evidence)
             writer.commit(overwrite=opts.on_conflict == "overwrite", mtime=entry.mtime if opts.preserve_mtime else None)
+            # After the commit: a store's writer (S3) learns its evidence when the object lands.
+            verified = _member_verification(opts.verify, algo, dst_hash, writer.evidence, writer.verified_note)
     except Cancelled:
         raise
     except (OSError, FerryError):
