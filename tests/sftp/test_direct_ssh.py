@@ -9,6 +9,7 @@ passed through Ferry.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -36,8 +37,8 @@ def pair(sshd_factory: Callable[..., SshServer]) -> Iterator[Callable[..., tuple
     """``pair(trust=True)``: hosts A and B; with ``trust``, A's ssh has a key of its own for B."""
     made: list[Path] = []
 
-    def start(*, trust: bool) -> tuple[SshServer, SshServer]:
-        b = sshd_factory()
+    def start(*, trust: bool, b_path: Path | None = None) -> tuple[SshServer, SshServer]:
+        b = sshd_factory(extra_config=[f"SetEnv PATH={b_path}"] if b_path else [])
         folder = Path(tempfile.mkdtemp(prefix="ferry-hosta-", dir="/tmp"))
         made.append(folder)
         folder.chmod(0o755)
@@ -95,8 +96,9 @@ def test_cp_r_host_to_host_goes_direct_verified_without_bytes_through_ferry(
     files = {k: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
     assert len(files) == len(want), files
     assert {e["level"] for e in files.values()} == {"checksum"}, files
-    for e in files.values():
+    for path, e in files.items():
         assert e["evidence"] == ["host-tool"], e
+        assert (e["hash_algo"], e["hash"]) == ("sha256", hashlib.sha256(want[path[len("run42/") :]]).hexdigest()), e
 
 
 def test_without_trust_relays_and_says_why_and_direct_is_refused(
@@ -159,3 +161,29 @@ def test_mv_between_hosts_relays_under_auto(pair: Callable[..., tuple[SshServer,
     res = ferry("mv", "-r", "--route", "direct", url(a, f"{src}/more"), url(b, f"{dst}/"))
     assert res.returncode == 2, describe(res)
     assert tree(src / "more") == more and not (dst / "more").exists()
+
+
+def test_without_sha256sum_on_b_the_check_is_size_only_and_says_so(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="ferry-hostbin-", dir="/tmp"))
+    try:
+        folder.chmod(0o755)
+        for tool in ("sh", "cat", "rm", "wc", "mv", "mkdir", "env"):  # no sha256sum
+            found = shutil.which(tool)
+            assert found, tool
+            (folder / tool).symlink_to(found)
+        a, b = pair(trust=True, b_path=folder)
+        src, dst = a.mkdir(), b.mkdir()
+        want = seed_remote(src / "run", a)
+        ferry = ferry_for(a, b, tmp_path)
+        res = counting_ferry(ferry, "cp", "-r", "--json", url(a, f"{src}/run"), url(b, f"{dst}/"))
+        assert res.returncode == 0, describe(res)
+        assert byte_paths_used(res.stderr) == 0, res.stderr
+        assert tree(dst / "run") == want
+        files = {k: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+        assert len(files) == len(want), files
+        assert {e["level"] for e in files.values()} == {"size"}, files
+        assert {e["verified"] for e in files.values()} == {"size only: 127.0.0.1 has no sha256sum"}, files
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -101,6 +101,8 @@ class HostHostRoute(HostS3Route):
         self.src, self.dst = src, dst
         self.a = a
         self.checked = sha_a and sha_b
+        lacking = [h.address.host for h, has in ((src, sha_a), (dst, sha_b)) if not has]
+        self.unchecked = f"size only: {' and '.join(lacking)} has no sha256sum" if lacking else ""
 
     @property
     def route(self) -> str:
@@ -130,7 +132,7 @@ class HostHostRoute(HostS3Route):
 
     def _verification(self, sha: str | None, note: str) -> Verification:
         if sha is None:
-            return Verification(Level.SIZE, None, (), "size only: a host has no sha256sum")
+            return Verification(Level.SIZE, None, (), self.unchecked)
         return Verification(Level.CHECKSUM, "sha256", (Evidence.HOST_TOOL,), note, digest=sha)
 
     def _copy(self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry) -> _Outcome:
