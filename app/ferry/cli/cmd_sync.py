@@ -19,7 +19,7 @@ from ferry.cli.cmd_compare import BY_HELP
 from ferry.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ferry.core.errors import UsageError
 from ferry.core.hashing import VERIFY_MODES
-from ferry.core.units import format_size
+from ferry.core.units import format_size, parse_size
 
 if TYPE_CHECKING:
     from ferry.backends.registry import BackendPool
@@ -102,7 +102,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--delete removes files only after their copies verified: use --verify sha256, blake3 or size")
     src, dst = resolve(args.source), resolve(args.dest)
     backup = resolve(args.backup_dir) if args.backup_dir else None
-    options = JobOptions(recursive=True, verify=args.verify, on_conflict="overwrite", label="sync", route=args.route)
+    options = JobOptions(
+        recursive=True,
+        verify=args.verify,
+        on_conflict="overwrite",
+        label="sync",
+        route=args.route,
+        bwlimit=parse_size(args.bwlimit) if args.bwlimit else None,
+    )
     with BackendPool() as pool:
         if args.route == "direct":
             from ferry.transfers.delegated import choose_route
