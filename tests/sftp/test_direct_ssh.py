@@ -187,3 +187,28 @@ def test_without_sha256sum_on_b_the_check_is_size_only_and_says_so(
         assert {e["verified"] for e in files.values()} == {"size only: 127.0.0.1 has no sha256sum"}, files
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_link_below_the_destination_on_b_is_never_followed(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    a, b = pair(trust=True)
+    src, dst, outside = a.mkdir(), b.mkdir(), b.mkdir("outside-")
+    seed_remote(src / "run", a)
+    (dst / "run").mkdir()
+    (dst / "run" / "sub").symlink_to(outside)  # a link where a folder goes
+    (dst / "run" / "a.txt").symlink_to(outside / "target.txt")  # a link where a file goes
+    b.chown(dst)
+    ferry = ferry_for(a, b, tmp_path)
+    res = counting_ferry(ferry, "cp", "-r", "--json", url(a, f"{src}/run"), url(b, f"{dst}/"))
+    assert byte_paths_used(res.stderr) == 0, res.stderr
+    assert list(outside.iterdir()) == [], describe(res)  # nothing written through either link
+    assert (dst / "run" / "sub").is_symlink() and (dst / "run" / "a.txt").is_symlink()  # kept (skip)
+    assert res.returncode == 1, describe(res)  # the files below the link failed, each counted
+    states = {k: v["state"] for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert states == {
+        "run/a.txt": "skipped",
+        "run/empty": "done",
+        "run/sub/b.bin": "failed",
+        "run/sub/deeper/c.dat": "failed",
+    }, res.stdout
