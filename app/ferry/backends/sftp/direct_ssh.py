@@ -74,7 +74,7 @@ def host_pair_route(src: Backend, a: RemoteShell, dst: Backend, b: RemoteShell) 
     """The direct route from SSH host ``src`` (commands by ``a``) to SSH host ``dst`` (by ``b``);
     None when both are the same account on the same host; :class:`NoDirectRoute` when ``src``
     cannot log in to ``dst`` by itself."""
-    if src.endpoint == dst.endpoint:
+    if src.endpoint == dst.endpoint or _target(src) == _target(dst):  # one account: not a pair
         return None
     key = (src.endpoint, dst.endpoint)
     with _probe_lock:
