@@ -212,3 +212,18 @@ def test_a_link_below_the_destination_on_b_is_never_followed(
         "run/sub/b.bin": "failed",
         "run/sub/deeper/c.dat": "failed",
     }, res.stdout
+
+
+def test_within_one_account_there_is_no_pair_to_probe(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    """One account on one host is not a host pair: Ferry copies as before, no probe, no reason."""
+    a, b = pair(trust=True)
+    src, dst = a.mkdir(), a.mkdir()
+    want = seed_remote(src / "run", a)
+    ferry = ferry_for(a, b, tmp_path)
+    res = ferry("cp", "-r", "--json", url(a, f"{src}/run"), url(a, f"{dst}/"))
+    assert res.returncode == 0, describe(res)
+    assert tree(dst / "run") == want
+    result = result_event(res.stdout)
+    assert result["route"] == "relay" and not result.get("route_reason"), result
