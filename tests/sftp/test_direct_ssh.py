@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import pytest
 
 from ferry.backends.sftp.direct_ssh import forget_pair_probes
 from helpers import Ferry, describe, file_events, result_event
+from sftp.tcp_proxy import TcpProxy
 from sftp.test_cli_sftp import url, user_home
 from sftp.test_direct_s3 import byte_paths_used, counting_ferry, seed_remote
 from sshd import SshServer
@@ -37,7 +39,7 @@ def pair(sshd_factory: Callable[..., SshServer]) -> Iterator[Callable[..., tuple
     """``pair(trust=True)``: hosts A and B; with ``trust``, A's ssh has a key of its own for B."""
     made: list[Path] = []
 
-    def start(*, trust: bool, b_path: Path | None = None) -> tuple[SshServer, SshServer]:
+    def start(*, trust: bool, b_path: Path | None = None, a_ssh_delay: float = 0.0) -> tuple[SshServer, SshServer]:
         b = sshd_factory(extra_config=[f"SetEnv PATH={b_path}"] if b_path else [])
         folder = Path(tempfile.mkdtemp(prefix="ferry-hosta-", dir="/tmp"))
         made.append(folder)
@@ -58,7 +60,18 @@ def pair(sshd_factory: Callable[..., SshServer]) -> Iterator[Callable[..., tuple
         if trust:
             key.chmod(0o600)
         config.chmod(0o600)
-        a = sshd_factory(extra_config=[f"SetEnv FERRY_SSH_CONFIG={config}"])
+        env = f"SetEnv FERRY_SSH_CONFIG={config}"
+        if a_ssh_delay:  # A's PATH: the few tools the route uses, and an ssh that waits first
+            bin_a = folder / "bin"
+            bin_a.mkdir(mode=0o755)
+            for tool in ("sh", "cat", "rm", "wc", "sha256sum", "env", "sleep", "mkdir", "mv"):
+                found = shutil.which(tool)
+                assert found, tool
+                (bin_a / tool).symlink_to(found)
+            (bin_a / "ssh").write_text(f'#!/bin/sh\nsleep {a_ssh_delay}\nexec {shutil.which("ssh")} "$@"\n')
+            (bin_a / "ssh").chmod(0o755)
+            env += f" PATH={bin_a}"
+        a = sshd_factory(extra_config=[env])
         return a, b
 
     yield start
@@ -227,3 +240,46 @@ def test_within_one_account_there_is_no_pair_to_probe(
     assert tree(dst / "run") == want
     result = result_event(res.stdout)
     assert result["route"] == "relay" and not result.get("route_reason"), result
+
+
+def test_a_dropped_session_to_a_fails_only_the_files_in_flight(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    a, b = pair(trust=True, a_ssh_delay=1.0)
+    src, dst = a.mkdir(), b.mkdir()
+    folder = src / "run"
+    folder.mkdir()
+    want = {f"f{i}.bin": os.urandom(10_000 + i) for i in range(8)}
+    for name, data in want.items():
+        (folder / name).write_bytes(data)
+    a.chown(folder)
+    proxy = TcpProxy((a.host, a.port))
+    try:
+        ferry = ferry_for(a, b, tmp_path)
+        home = tmp_path / "home"
+        known = a.known_hosts.read_text().replace(f"]:{a.port} ", f"]:{proxy.port} ")
+        with (home / ".ssh" / "known_hosts").open("a") as f:
+            f.write(known)
+        ferry.extra_env["FERRY_DIRECT_STREAMS"] = "2"
+        proc = ferry.popen("cp", "-r", "--json", f"sftp://{a.user}@{a.host}:{proxy.port}{folder}", url(b, f"{dst}/"))
+        deadline = time.monotonic() + 60
+        while len(list((dst / "run").glob("f*.bin"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        proxy.cut()  # the session to host A drops while files are in flight
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proxy.close()
+    assert proc.returncode == 1, err
+    assert result_event(out)["route"] == "direct", out
+    files = {Path(k).name: v for k, v in file_events(out).items() if v.get("kind", "file") == "file"}
+    failed = [n for n, e in files.items() if e["state"] == "failed"]
+    assert 1 <= len(failed) <= 2, files  # the files in flight, and only those
+    assert all(e["state"] == "done" and e["level"] == "checksum" for n, e in files.items() if n not in failed)
+    assert len(files) == len(want)
+    job = ferry.jobs()[-1]["id"]
+    ferry.ok("queue", "retry", str(job))
+    ferry.ok("queue", "run")
+    assert tree(dst / "run") == want
+    # A's copy of a file in flight may outlive the dropped session and leave its partial file on
+    # B; the retry writes the same partial name afresh and renames it into place.
+    assert sorted(p.name for p in (dst / "run").iterdir()) == sorted(want)
