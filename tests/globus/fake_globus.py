@@ -227,7 +227,7 @@ class FakeGlobus:
                     self.put(dst, dp, None)
                     continue
                 existing = self.collections[dst].get(dp)
-                if existing is not None and sync is not None and (sync == 0 or existing == v):
+                if existing is not None and sync is not None and self._in_sync(sync, (src, sp), (dst, dp), v, existing):
                     task.doc.setdefault("_skipped", 0)
                     task.doc["_skipped"] += 1
                     continue
@@ -235,6 +235,17 @@ class FakeGlobus:
                 task.successful.append({"DATA_TYPE": "successful_transfer", "source_path": sp, "destination_path": dp})
                 task.bytes += len(v)
                 task.files += 1
+
+    def _in_sync(self, level: int, s: tuple[str, str], d: tuple[str, str], sv: Any, dv: Any) -> bool:
+        """The service's sync levels: 0 exists, 1 same size, 2 same size and the source not
+        newer, 3 same checksum (here: same bytes)."""
+        if level == 0:
+            return True
+        if level == 3:
+            return bool(dv == sv)
+        if dv is DIR or len(dv) != len(sv):
+            return False
+        return level == 1 or self.mtimes.get(s, 0.0) <= self.mtimes.get(d, 0.0)
 
     def task_doc(self, task: Task) -> dict[str, Any]:
         d = task.doc

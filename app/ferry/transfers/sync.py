@@ -143,13 +143,6 @@ def sides(pool: BackendPool, src: Address, dst: Address) -> tuple[Side, Side, bo
         raise UsageError(f"Sync works on folders: {src} is a file (copy it with 'ferry cp')")
     if src_b.endpoint == dst_b.endpoint and _overlap(dst_b, src.path, dst.path):
         raise UsageError(f"{src} and {dst} overlap: sync needs two separate folders")
-    if "globus" in (src_b.scheme, dst_b.scheme) and find_delegation(src_b, dst_b) is not None:
-        # A service that moves the bytes itself (Globus) would be handed the whole tree, not the
-        # differences: refused until sync is delegated with the service's own sync level.
-        raise UsageError(
-            "Sync between these two sites would run as a Globus transfer, which 'ferry sync' does not do yet: "
-            "use 'ferry cp -r --on-conflict different', or Globus's own sync"
-        )
     try:
         dst_side = open_side(dst_b, dst.path, "Destination")
         exists = True
@@ -372,6 +365,11 @@ def add_sync_job(
     from ferry.transfers.jobs import create_job
 
     sides(pool, src, dst)
+    if _globus_delegated(pool, src, dst, options):
+        raise UsageError(
+            "A queued sync between Globus collections is not there yet (it would relay every file through Ferry): "
+            "run 'ferry sync', which hands the differences to one Globus task"
+        )
     if backup is not None and (backup.scheme, backup.host) != (dst.scheme, dst.host):
         raise UsageError("--backup-dir must be on the destination's site")
     # Its copies are found when it runs, by Ferry's own comparison: no route may take the job
@@ -419,14 +417,30 @@ def plan_queued_sync(
     return None
 
 
-def sync_route(src: Address, dst: Address, options: JobOptions) -> JobOptions:
-    """The options a sync job runs with: only S3 server-side copy goes direct, as it copies the
-    sync's own rows (a direct route that walks the whole tree, such as a host's curl, would copy
-    everything, not the differences), so ``auto`` relays elsewhere and ``direct`` is refused."""
-    if src.scheme == dst.scheme == "s3" or options.route is Route.RELAY:
+# Ferry's comparison (--by) as a Globus sync level: "mtime" copies where the size differs or the
+# source is newer; "checksum" where the checksums differ.
+GLOBUS_SYNC_LEVELS = {By.SIZE_MTIME: "mtime", By.CHECKSUM: "checksum"}
+
+
+def _globus_delegated(pool: BackendPool, src: Address, dst: Address, options: JobOptions) -> bool:
+    """Whether this sync's bytes would go as one Globus task (a delegation covers the pair)."""
+    if options.route is Route.RELAY or "globus" not in (src.scheme, dst.scheme):
+        return False
+    return find_delegation(pool.get(src), pool.get(dst)) is not None
+
+
+def sync_route(src: Address, dst: Address, options: JobOptions, *, globus: bool = False) -> JobOptions:
+    """The options a sync job runs with: S3 server-side copy goes direct, as it copies the sync's
+    own rows, and so does a sync between Globus collections (``globus``: one task with the sync
+    level of --by, so the service copies only the differences). A direct route that walks the
+    whole tree without comparing (a host's curl) would copy everything, so ``auto`` relays
+    elsewhere and ``direct`` is refused."""
+    if src.scheme == dst.scheme == "s3" or options.route is Route.RELAY or globus:
         return options
     if options.route is Route.DIRECT:
-        raise UsageError("--route direct: sync goes direct only between S3 buckets of one endpoint")
+        raise UsageError(
+            "--route direct: sync goes direct only between S3 buckets of one endpoint or Globus collections"
+        )
     return replace(options, route=Route.RELAY)
 
 
@@ -448,16 +462,29 @@ def queue_sync(
     finds them, ``check`` may refuse the whole plan (the job is removed), and a plan with copies
     is started as this process's job. (plan, job id), or (plan, None) when nothing is to copy."""
     sides(pool, src, dst)  # bad input before the job exists
-    options = sync_route(src, dst, options)
+    globus = _globus_delegated(pool, src, dst, options)
+    options = sync_route(src, dst, options, globus=globus)
     new = new_sync_job(store, src, dst, sync_root(pool, src, dst), options)
+    if globus:
+        # One Globus task over the whole tree, recursive, copying what its sync level finds
+        # different (the comparison's rows are what Ferry expects it to copy); deletions stay
+        # Ferry's, made after the task verified every file (never delete_destination_extra).
+        from ferry.backends.globus.tasks import KEY_OPTIONS
+
+        store.set_job_value(new, KEY_OPTIONS, json.dumps({"sync_level": GLOBUS_SYNC_LEVELS[by]}))
+    # A Globus listing carries no checksums (Ferry cannot read a collection's files without
+    # HTTPS): under --by checksum Ferry's plan compares the listings by size and time and the
+    # task's sync level compares the checksums, so the job runs even where the listings agree.
+    service_compares = globus and by is By.CHECKSUM
+    plan_by = By.SIZE_MTIME if service_compares else by
     try:
-        plan = plan_sync(pool, src, dst, by=by, delete=delete, cancel=cancel, sink=task_sink(store, new))
+        plan = plan_sync(pool, src, dst, by=plan_by, delete=delete, cancel=cancel, sink=task_sink(store, new))
         if check is not None:
             check(plan)
     except BaseException:
         store.delete_jobs([new])
         raise
-    if not plan.tasks_total:
+    if not plan.tasks_total and not service_compares:
         store.delete_jobs([new])  # nothing to copy: no job
         return plan, None
     start_sync_job(store, new, {**(info or {}), "delete": delete, "deletions": plan.delete_files}, plan)

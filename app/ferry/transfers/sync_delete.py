@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from ferry.backends.base import Backend, Entry, Kind
+from ferry.core.address import parse_address
 from ferry.core.errors import FerryError, NotFound, describe
 from ferry.core.outcomes import Level
 from ferry.transfers.options import JobOptions
@@ -38,6 +39,8 @@ def deletion_refusal(store: Store, job_id: int, options: JobOptions, *, ending: 
             "unfinished): nothing was deleted"
         )
     need = Level.CHECKSUM if options.hash_algo else Level.SIZE
+    if need is Level.CHECKSUM and job.route == "direct" and parse_address(job.dest).scheme == "globus":
+        need = Level.SERVICE  # Globus moved and checked the bytes (a Globus sync): its check is the one there is
     if counts.below(need):
         return f"{counts.below(need)} copies were checked less than {need.value}: nothing was deleted"
     return None

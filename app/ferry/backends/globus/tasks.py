@@ -170,6 +170,7 @@ class GlobusDelegation:
             return  # paused or stopped: the service keeps going; the next run reattaches
         self._record_transferred(job, sink, task_id)
         if task["status"] == "SUCCEEDED":
+            self._record_kept(job, sink, extra.get("sync_level") or task.get("sync_level"))
             self._record_roots(job, sink, TaskState.DONE, None)
         else:
             self._record_roots(job, sink, TaskState.FAILED, task_failure_message(self.backend, task))
@@ -313,6 +314,19 @@ class GlobusDelegation:
                 batch = []
         if batch:
             sink.finish_rows(batch, TaskState.DONE, verification=how)
+
+    def _record_kept(self, job: DelegatedJob, sink: DelegationSink, sync_level: Any) -> None:
+        """Planned rows (a sync's differences) the task did not transfer under a sync level weaker
+        than checksum: the service kept the destination's file (under "mtime", one not older), so
+        they end skipped, saying so, never 'verified'. (Under "checksum" the service found the
+        checksums equal.)"""
+        if sync_level in (None, "checksum", 3):
+            return
+        roots = {src for src, _dst, _rel in job.roots}
+        kept = [r for r in sink.open_rows() if r.kind == "file" and r.src not in roots]
+        if kept:
+            why = f"kept the destination's file: Globus (sync level {sync_level}) found nothing to copy"
+            sink.finish_rows(kept, TaskState.SKIPPED, error=why)
 
     def _successful(self, task_id: str) -> Iterator[dict[str, Any]]:
         marker: Any = None
