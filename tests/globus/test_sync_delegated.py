@@ -131,3 +131,11 @@ def test_guards_refuse_with_exit_2_and_submit_nothing(gferry: Ferry, globus_fake
     assert res.returncode == 2 and "more than half" in res.stderr, describe(res)
     assert globus_fake.submitted == []
     assert globus_fake.get(b, "/dst/gone.dat") == b"removed at the source"
+
+
+def test_queued_sync_between_collections_is_refused(gferry: Ferry, globus_fake: FakeGlobus) -> None:
+    """'queue add --sync' would relay every file through Ferry: refused, nothing queued."""
+    a, b = _trees(globus_fake)
+    res = gferry("queue", "add", "--sync", f"globus://{a}/src/", f"globus://{b}/dst/")
+    assert res.returncode == 2 and "run 'ferry sync'" in res.stderr, describe(res)
+    assert gferry.jobs() == [] and globus_fake.submitted == []
