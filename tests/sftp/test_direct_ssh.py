@@ -283,3 +283,41 @@ def test_a_dropped_session_to_a_fails_only_the_files_in_flight(
     # A's copy of a file in flight may outlive the dropped session and leave its partial file on
     # B; the retry writes the same partial name afresh and renames it into place.
     assert sorted(p.name for p in (dst / "run").iterdir()) == sorted(want)
+
+
+def test_cancel_ends_every_planned_file_and_starts_no_more(
+    pair: Callable[..., tuple[SshServer, SshServer]], tmp_path: Path
+) -> None:
+    from ferry.core.outcomes import TaskState
+    from ferry.transfers.store import Store
+
+    a, b = pair(trust=True, a_ssh_delay=0.7)
+    src, dst = a.mkdir(), b.mkdir()
+    folder = src / "run"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"f{i}.bin").write_bytes(os.urandom(4_000 + i))
+    a.chown(folder)
+    ferry = ferry_for(a, b, tmp_path)
+    ferry.extra_env["FERRY_DIRECT_STREAMS"] = "1"
+    proc = ferry.popen("cp", "-r", "--json", url(a, str(folder)), url(b, f"{dst}/"))
+    deadline = time.monotonic() + 60
+    while not list(dst.rglob("f*.bin")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ferry.ok("queue", "cancel", "1")
+    out, _err = proc.communicate(timeout=60)
+    assert result_event(out)["route"] == "direct", out
+    landed = sorted(p.name for p in dst.rglob("*"))
+    time.sleep(1.5)  # a file started after the cancel would have landed by now
+    assert sorted(p.name for p in dst.rglob("*")) == landed
+    copied = [n for n in landed if n.startswith("f")]
+    assert 1 <= len(copied) < 6, landed
+    store = Store(ferry.home / "data" / "queue.db")
+    try:
+        states = sorted(t.state for t in store.tasks(1, kinds=["file"]))
+    finally:
+        store.close()
+    # Nothing silent: each of the six planned files ended, copied or cancelled.
+    assert len(states) == 6 and set(states) <= {"done", "cancelled"}, states
+    assert states.count(TaskState.DONE) == len(copied)
+    assert ferry.job(1)["state"] == "cancelled"
