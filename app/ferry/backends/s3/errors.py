@@ -118,10 +118,10 @@ def map_error(exc: BaseException, what: str, *, bucket: str = "", read_timeout: 
     if isinstance(exc, bx.ProfileNotFound):
         return UsageError(str(exc), detail)
     if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError)):
-        return Transient(f"Cannot reach the S3 service while {what}: is the endpoint right and up?", detail)
+        return Transient(f"Cannot reach the S3 service ({what}): is the endpoint right and up?", detail)
     if isinstance(exc, bx.ReadTimeoutError):
         return Transient(
-            f"The S3 server did not answer within {read_timeout:g} s while {what}, on any attempt; "
+            f"The S3 server did not answer within {read_timeout:g} s ({what}), on any attempt; "
             "it may be overloaded or stuck (FERRY_S3_READ_TIMEOUT sets the wait)",
             detail,
         )
