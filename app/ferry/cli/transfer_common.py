@@ -110,6 +110,8 @@ def route_text(job: Job) -> str:
     """``direct``, ``relay`` or ``relay: the host has no curl`` (what the job recorded); what was
     asked before the job first started."""
     if job.route is None:
+        if job.options.label == "sync" and job.options.route == "relay":
+            return "relay (a sync in the queue always relays)"  # asked or not: see 'queue add --sync'
         return f"{job.options.route} (as asked; decided when the job starts)"
     return f"{job.route}: {job.route_reason}" if job.route_reason else job.route
 
