@@ -32,10 +32,12 @@ def test_passes_run_on_the_ui_thread_never_on_a_worker(qtbot, window: MainWindow
     try:
         threading.Thread(target=storm, name="storm").start()
         qtbot.waitUntil(done.is_set, timeout=30_000)
-        qtbot.waitUntil(lambda: window.collector.passes[1] > before[1], timeout=10_000)
+        # The storm left far more than a young pass's worth of new objects: the UI thread's
+        # timer collects them (a middle pass follows only after ten young ones, so it is not
+        # waited for: how many young passes the storm spans depends on the machine's speed).
+        qtbot.waitUntil(lambda: window.collector.passes[0] > before[0], timeout=10_000)
     finally:
         gc.callbacks.remove(seen)
-    assert window.collector.passes[0] > before[0]
     assert threads and set(threads) == {"MainThread"}, threads
     assert len(kept) == 200_000
 

@@ -146,11 +146,11 @@ class Window:
                 continue
         raise AssertionError(f"no {title!r} window after three drags")
 
-    def right_click_menu(self, at: tuple[int, int]) -> str:
+    def right_click_menu(self, at: tuple[int, int], tries: int = 5) -> str:
         """Right-click at ``at`` and return the menu's window. The Transfers panel refreshes its
         rows a few times a second: a click that lands while they are rebuilt selects nothing and
         opens no menu, as for a person, who clicks again; so does this, a few times."""
-        for _ in range(5):
+        for _ in range(tries):
             before = self.visible()
             self.click(at, button="3")
             end = time.monotonic() + 8
@@ -161,6 +161,15 @@ class Window:
                     return menu
                 time.sleep(0.2)
         raise AssertionError(f"no menu opened on a right-click at {at}")
+
+    def right_click_menu_on_one_of(self, points: list[tuple[int, int]]) -> str:
+        """The menu of the first of ``points`` (lines of red text) that is the failed job's row."""
+        for at in points[:-1]:
+            try:
+                return self.right_click_menu(at, tries=2)
+            except AssertionError:
+                continue  # red text that is not a row (a message): the next line
+        return self.right_click_menu(points[-1])
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -193,14 +202,25 @@ def settled(job_id: int) -> str:
 def red_text(display: str) -> tuple[int, int] | None:
     """A point on the red text of a failed job's row in the Transfers panel (the lower part of
     the window), read from the screen, so that the click does not depend on the font's height."""
+    found = red_lines(display)
+    return found[0] if found else None
+
+
+def red_lines(display: str) -> list[tuple[int, int]]:
+    """A point on each line of red text in the lower part of the window, top first: the failed
+    job's row is one of them (other red text, such as a message, may sit above or below it)."""
     dump = subprocess.run(["xwd", "-root", "-silent", "-display", display], capture_output=True, check=True)
     image = xwd_image(dump.stdout)
+    points: list[tuple[int, int]] = []
     for y in range(430, 690):
+        if points and y - points[-1][1] < 12:
+            continue  # the same line of text
         for x in range(20, 340):
             c = image.pixelColor(x, y)
             if c.red() > 150 and c.green() < 90 and c.blue() < 90:
-                return x, y + 3
-    return None
+                points.append((x, y + 3))
+                break
+    return points
 
 
 def ink(display: str, left: int, top: int, right: int, bottom: int) -> bool:
@@ -315,7 +335,7 @@ def test_queue_menu_shows_the_log_of_a_failed_job(xdisplay: str, place: Path, tm
             return point is not None
 
         wait_for(failed_row_shown, 30, "the failed job's row is painted in red")
-        menu = win.right_click_menu(seen[-1])
+        menu = win.right_click_menu_on_one_of(red_lines(xdisplay) or seen[-1:])
         win.key("Up")  # from the bottom: the last entry, Show log…
         painted(1)
         shot(xdisplay, "gui-queue-menu.png", shots, on_top=menu)
