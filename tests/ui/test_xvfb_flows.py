@@ -160,7 +160,12 @@ class Window:
                     (menu,) = new
                     return menu
                 time.sleep(0.2)
-        raise AssertionError(f"no menu opened on a right-click at {at}")
+        names = []
+        for wid in sorted(self.visible()):
+            named = subprocess.run(["xdotool", "getwindowname", wid], env=self.env, capture_output=True, text=True)
+            names.append(named.stdout.strip() or wid)
+        # What was on the screen, for whoever reads the failure (a dialog in front, another window).
+        raise AssertionError(f"no menu opened on a right-click at {at}; visible windows: {names}")
 
     def right_click_menu_on_one_of(self, points: list[tuple[int, int]]) -> str:
         """The menu of the first of ``points`` (lines of red text) that is the failed job's row."""
