@@ -24,7 +24,7 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -438,46 +438,16 @@ class Runner:
         self.accounting.planning = any(not r.planned for r in self._runs.values())
 
     def _plan(self, run: _JobRun) -> None:
-        """Walk the job's sources and insert tasks in batches (runs on its own thread)."""
+        """Plan the job on its own thread: a queued sync by comparing, any other by walking its
+        sources; planned unless cancelled, else the planner's error (the coordinator decides)."""
         if sync.is_queued_sync(self.store, run.job.id):
-            self._plan_sync(run)
-            return
+            self._planning(run, "comparing for sync", lambda: self._plan_sync(run))
+        else:
+            self._planning(run, "planning", lambda: self._walk(run))
+
+    def _planning(self, run: _JobRun, what: str, plan: Callable[[], None]) -> None:
         try:
-            roots: list[Root] = []
-            for src_path, dst_path, rel in run.job.roots:
-                try:
-                    entry = run.src.stat(src_path)
-                except NotFound:
-                    self._record_planned(
-                        run,
-                        [
-                            NewTask(
-                                "file",
-                                src_path,
-                                dst_path,
-                                rel,
-                                None,
-                                None,
-                                state="failed",
-                                error=f"Source not found: {run.src.display(src_path)}",
-                                error_kind=NotFound.kind,
-                            )
-                        ],
-                    )
-                    continue
-                roots.append(Root(run.src, entry, run.dst, dst_path, rel))
-            batch: list[NewTask] = []
-            last = time.monotonic()
-            # Small first batches so the first files start at once; bigger ones after (each
-            # batch is one transaction).
-            size = min(FIRST_PLAN_BATCH, self.config.plan_batch)
-            for task in expand(roots, run.cancel):
-                batch.append(task)
-                if len(batch) >= size or time.monotonic() - last > 0.2:
-                    self._record_planned(run, batch)
-                    batch, last = [], time.monotonic()
-                    size = min(size * 4, self.config.plan_batch)
-            self._record_planned(run, batch)
+            plan()
             if not run.cancel.cancelled:
                 self.store.mark_planned(run.job.id)
                 run.planned = True
@@ -485,26 +455,55 @@ class Runner:
             pass
         except BaseException as exc:
             run.planner_error = exc
-            log.exception("planning job %s failed", run.job.id)
+            log.exception("%s job %s failed", what, run.job.id)
+
+    def _walk(self, run: _JobRun) -> None:
+        """Walk the job's sources and insert tasks in batches."""
+        roots: list[Root] = []
+        for src_path, dst_path, rel in run.job.roots:
+            try:
+                entry = run.src.stat(src_path)
+            except NotFound:
+                self._record_planned(
+                    run,
+                    [
+                        NewTask(
+                            "file",
+                            src_path,
+                            dst_path,
+                            rel,
+                            None,
+                            None,
+                            state="failed",
+                            error=f"Source not found: {run.src.display(src_path)}",
+                            error_kind=NotFound.kind,
+                        )
+                    ],
+                )
+                continue
+            roots.append(Root(run.src, entry, run.dst, dst_path, rel))
+        batch: list[NewTask] = []
+        last = time.monotonic()
+        # Small first batches so the first files start at once; bigger ones after (each
+        # batch is one transaction).
+        size = min(FIRST_PLAN_BATCH, self.config.plan_batch)
+        for task in expand(roots, run.cancel):
+            batch.append(task)
+            if len(batch) >= size or time.monotonic() - last > 0.2:
+                self._record_planned(run, batch)
+                batch, last = [], time.monotonic()
+                size = min(size * 4, self.config.plan_batch)
+        self._record_planned(run, batch)
 
     def _plan_sync(self, run: _JobRun) -> None:
         """A sync queued with 'ferry queue add --sync': compared now, its copies recorded as they
         are found, its deletions kept with the job for its end (sync_delete)."""
-        try:
-            note = sync.plan_queued_sync(
-                self.pool, self.store, run.job.id, lambda batch: self._record_planned(run, batch), run.cancel
-            )
-            if note is not None:
-                run.sync_note = f"; {note}"
-                self.listener.job_changed(run.job.id, "running", note)
-            if not run.cancel.cancelled:
-                self.store.mark_planned(run.job.id)
-                run.planned = True
-        except Cancelled:
-            pass
-        except BaseException as exc:
-            run.planner_error = exc
-            log.exception("comparing for sync job %s failed", run.job.id)
+        note = sync.plan_queued_sync(
+            self.pool, self.store, run.job.id, lambda batch: self._record_planned(run, batch), run.cancel
+        )
+        if note is not None:
+            run.sync_note = f"; {note}"
+            self.listener.job_changed(run.job.id, "running", note)
 
     def _delegate(self, run: _JobRun, delegation: Delegation) -> None:
         """Hand the job to the service and follow it (on the planning thread); it records its rows."""
