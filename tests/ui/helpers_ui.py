@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gc
 import os
+import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -133,6 +135,26 @@ class StallMeter(QObject):
             f"time the kernel kept the UI thread waiting for a CPU, {self.ticks} ticks, "
             f"load average {os.getloadavg()[0]:.1f}"
         )
+
+
+@contextmanager
+def xvfb_display() -> Iterator[str]:
+    """A fresh Xvfb (1280x800) for one test that drives the real window with xdotool: its name."""
+    r, w = os.pipe()
+    xvfb = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(w), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
+        pass_fds=(w,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(w)
+    with os.fdopen(r) as f:
+        number = f.readline().strip()
+    try:
+        yield f":{number}"
+    finally:
+        xvfb.terminate()
+        xvfb.wait(10)
 
 
 def settle(qtbot, window) -> None:  # type: ignore[no-untyped-def]

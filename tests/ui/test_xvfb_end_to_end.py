@@ -23,6 +23,7 @@ import pytest
 from PySide6.QtGui import QImage, QPainter
 
 from ferry.transfers.store import Store
+from ui.helpers_ui import xvfb_display
 
 # The guide's copies are refreshed only when asked (FERRY_SAVE_SCREENSHOTS=1): an ordinary run
 # writes them to its temporary folder, so running the tests leaves the work tree as it was.
@@ -37,21 +38,8 @@ pytestmark = pytest.mark.skipif(
 
 @pytest.fixture
 def display() -> Iterator[str]:
-    r, w = os.pipe()
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(w), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
-        pass_fds=(w,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(w)
-    with os.fdopen(r) as f:
-        number = f.readline().strip()
-    try:
-        yield f":{number}"
-    finally:
-        xvfb.terminate()
-        xvfb.wait(10)
+    with xvfb_display() as d:
+        yield d
 
 
 def wait_for(what: Callable[[], bool], timeout: float, why: str) -> None:

@@ -32,6 +32,7 @@ import pytest
 
 from ferry.core.outcomes import Level
 from ferry.transfers.store import Store
+from ui.helpers_ui import xvfb_display
 from ui.test_xvfb_end_to_end import GUIDE_SHOTS, shot, wait_for, xwd_image
 
 pytestmark = pytest.mark.skipif(
@@ -47,21 +48,8 @@ RIGHT_EMPTY = (760, 250)
 
 @pytest.fixture
 def xdisplay() -> Iterator[str]:
-    r, w = os.pipe()
-    xvfb = subprocess.Popen(
-        ["Xvfb", "-displayfd", str(w), "-screen", "0", "1280x800x24", "-nolisten", "tcp"],
-        pass_fds=(w,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    os.close(w)
-    with os.fdopen(r) as f:
-        number = f.readline().strip()
-    try:
-        yield f":{number}"
-    finally:
-        xvfb.terminate()
-        xvfb.wait(10)
+    with xvfb_display() as d:
+        yield d
 
 
 @pytest.fixture
