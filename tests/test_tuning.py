@@ -1,4 +1,4 @@
-"""--parallel auto: the hill-climbing tuner and the gate it drives."""
+"""--parallel auto (the default): the tuner of files at once and the gate it drives."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ferry.transfers.tuning import FILE_COST, Gate, Tuner
+from ferry.transfers.tuning import AUTO_MAX, BIG_CEILING, FILE_COST, START, Choice, Gate, Tuner, Why
 
 
 class Clock:
@@ -17,49 +17,114 @@ class Clock:
         return self.t
 
 
-def drive(tuner: Tuner, clock: Clock, rate_at: dict[int, float], steps: int) -> list[int]:
-    """Feed the tuner a throughput that depends only on the current limit; return the limits."""
-    done = 0.0
+STEP = 0.25  # seconds between coordinator ticks in these simulations
+
+
+def drive(
+    tuner: Tuner,
+    clock: Clock,
+    files_per_s: Callable[[int], float],
+    seconds: float,
+    *,
+    file_size: int = 16 * 1024,
+    ready: int = 10_000,
+) -> list[int]:
+    """Feed the tuner a run whose throughput depends only on the files at once (``ready`` files
+    can run at once at most); return the limit after each tick."""
+    files = 0.0
     seen = []
-    tuner.observe(0, 0, busy=True)
-    for _ in range(steps):
-        clock.t += tuner.interval
-        done += rate_at[tuner.gate.limit] * tuner.interval
-        tuner.observe(int(done), 0, busy=True)
-        seen.append(tuner.gate.limit)
+    tuner.observe(0, 0, active=min(ready, tuner.limit))
+    while clock.t < seconds:
+        clock.t += STEP
+        files += files_per_s(min(ready, tuner.limit)) * STEP
+        tuner.observe(int(files * file_size), int(files), active=min(ready, tuner.limit))
+        seen.append(tuner.limit)
     return seen
 
 
-def test_tuner_climbs_to_the_peak_and_stays_near_it() -> None:
-    # Small objects: throughput rises with workers up to 6, then falls (as in the field reports).
-    curve = {n: 100.0 * min(n, 6) - 30.0 * max(0, n - 6) for n in range(1, 17)}
-    clock = Clock()
-    tuner = Tuner(Gate(2), maximum=16, clock=clock)
-    limits = drive(tuner, clock, curve, 30)
-    assert max(limits) >= 6
-    assert all(5 <= n <= 8 for n in limits[-10:]), limits
+def long_link(n: int) -> float:
+    """Small objects 50 ms away: each file in flight does ~16 a second until the CPU caps it."""
+    return min(16.0 * n, 900.0)
 
 
-def test_tuner_stays_low_when_one_stream_is_enough() -> None:
-    # Large objects over a saturated link: more workers only add contention.
-    curve = {n: 1000.0 / (1 + 0.15 * (n - 1)) for n in range(1, 17)}
+def test_tuner_grows_fast_on_a_long_link_and_says_why() -> None:
     clock = Clock()
-    tuner = Tuner(Gate(2), maximum=16, clock=clock)
-    limits = drive(tuner, clock, curve, 20)
-    assert all(n <= 3 for n in limits[-10:]), limits
+    tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
+    assert tuner.limit == START
+    limits = drive(tuner, clock, long_link, 30.0)
+    # 4 -> 8 -> 16 -> 32 -> 64 within the first few seconds (a slow start, not +1 per interval)
+    first_64 = limits.index(64) * STEP
+    assert first_64 <= 4.0, limits[:40]
+    # 900 files/s needs 57 at once: 64 is kept (64 over 32 rose 12 %: a little, still rising)
+    assert all(n >= 48 for n in limits[-40:]), limits[-40:]
+    choice = tuner.choice
+    assert choice.files == tuner.limit
+    assert "files at once" in choice.describe() and "files/s" in choice.describe()
+    assert Choice.from_json(choice.to_json()) == choice
+
+
+def test_tuner_keeps_the_lan_default_when_more_does_not_help() -> None:
+    # On a LAN the CPU is the limit from 4 on: doubling gives nothing, so 4 stays (never less).
+    clock = Clock()
+    tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
+    limits = drive(tuner, clock, lambda n: min(300.0 * n, 1200.0), 60.0)
+    assert max(limits) <= 8  # one try of 8, then probes of 6
+    assert all(3 <= n <= 6 for n in limits[-20:]), limits
+    assert tuner.choice.files == 4 and tuner.choice.why is Why.PLATEAU
+    assert tuner.choice.tried is not None and tuner.choice.tried.files in (3, 6, 8)
+
+
+def test_tuner_backs_off_when_more_makes_it_slower() -> None:
+    # The plateau-then-fall shape of the field reports: best at 8, worse beyond.
+    def curve(n: int) -> float:
+        return 100.0 * min(n, 8) - 40.0 * max(0, n - 8)
+
+    clock = Clock()
+    tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
+    limits = drive(tuner, clock, curve, 60.0)
+    assert 16 in limits  # it tried beyond the peak
+    assert all(6 <= n <= 12 for n in limits[-20:]), limits
+    assert tuner.choice.files == 8 and tuner.choice.why in (Why.FELL, Why.PLATEAU)
+
+
+def test_tuner_does_not_grow_when_fewer_files_are_ready() -> None:
+    clock = Clock()
+    tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
+    limits = drive(tuner, clock, long_link, 20.0, ready=2)
+    assert set(limits) == {START}
+    assert tuner.choice.why is Why.FEW_FILES
+    assert "more would not help" in tuner.choice.describe()
+
+
+def test_tuner_stays_at_16_or_under_for_big_files() -> None:
+    # 256 MiB files: no file finishes in a measurement; each file's buffers are its own.
+    clock = Clock()
+    tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
+    bytes_done = 0.0
+    tuner.observe(0, 0, active=tuner.limit)
+    limits = []
+    while clock.t < 60:
+        clock.t += STEP
+        bytes_done += 10e6 * tuner.limit * STEP  # each stream 10 MB/s: more always helps
+        tuner.observe(int(bytes_done), 0, active=tuner.limit)
+        limits.append(tuner.limit)
+    assert max(limits) == BIG_CEILING and limits.index(BIG_CEILING) * STEP <= 10
+    # at the ceiling, or back at it after a probe down was slower
+    assert tuner.choice.files == BIG_CEILING and tuner.choice.why in (Why.CEILING, Why.FELL)
+    assert "MB/s" in tuner.choice.describe()
 
 
 def test_tuner_ignores_idle_periods_and_counts_files() -> None:
     clock = Clock()
-    tuner = Tuner(Gate(2), maximum=8, clock=clock)
-    tuner.observe(0, 0, busy=False)
+    tuner = Tuner(Gate(1), maximum=8, clock=clock)
+    tuner.observe(0, 0, active=0)
     clock.t += 10
-    tuner.observe(0, 0, busy=False)  # idle: no decision
-    assert tuner.gate.limit == 2 and not tuner.history
-    tuner.observe(0, 0, busy=True)
-    clock.t += tuner.interval
-    tuner.observe(0, 30, busy=True)  # 30 small files count as work
-    assert tuner.history and tuner.history[0][1] == 30 * FILE_COST / tuner.interval
+    assert tuner.observe(0, 0, active=0) is None  # idle: no decision
+    assert tuner.limit == START and not tuner.history
+    tuner.observe(0, 0, active=4)
+    clock.t += 1.0
+    tuner.observe(0, 30, active=4)  # 30 small files count as work
+    assert tuner.history and tuner.history[0].units == 30 * FILE_COST / 1.0
 
 
 def wait_for(cond: Callable[[], bool], timeout: float = 5.0) -> bool:

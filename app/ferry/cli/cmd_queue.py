@@ -16,6 +16,7 @@ from ferry.core.hashing import VERIFY_MODES, VerifyMode
 from ferry.core.outcomes import OutcomeCounts, describe_counts
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_duration, format_size, parse_size
+from ferry.transfers import tuning
 from ferry.transfers.options import CONFLICT_POLICIES, JobOptions
 
 if TYPE_CHECKING:  # the store and scheduler load when a queue command runs, not for every 'ferry'
@@ -253,9 +254,19 @@ def _job_dict(store: Store, job: Job) -> dict[str, Any]:
         "error_action": job.error_action,
         "route": job.route,
         "route_reason": job.route_reason,
+        **_tuning(store, job.id),
         **({"outcomes": store.outcome_counts(job.id).to_json()} if job.state in JOB_FINISHED else {}),
         **_watch_counters(store, job.id),
     }
+
+
+def _tuning(store: Store, job_id: int) -> dict[str, Any]:
+    """``--parallel auto``'s latest choice for the job: files at once, why, the throughput."""
+    raw = store.job_value(job_id, tuning.TUNING_KEY)
+    choice = tuning.Choice.from_json(raw) if raw else None
+    if choice is None:
+        return {}
+    return {"parallel": {"files": choice.files, "why": choice.why.value, "text": choice.describe()}}
 
 
 def _watch_counters(store: Store, job_id: int) -> dict[str, Any]:
@@ -363,6 +374,8 @@ def _print_job(store: Store, job: Job, d: dict[str, Any]) -> None:
     print(f"  created:  {d['created']}")
     print(f"  options:  {_options_text(job.options)}")
     print(f"  route:    {tc.route_text(job)}")
+    if "parallel" in d:
+        print(f"  parallel: {d['parallel']['text']}")
     print(
         f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
         f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}"

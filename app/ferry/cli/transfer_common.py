@@ -20,6 +20,7 @@ from ferry.core.outcomes import Level, OutcomeCounts, SkipReason, describe_count
 from ferry.core.progress import Accounting, Snapshot
 from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import format_duration, format_rate, format_size, parse_duration, parse_size
+from ferry.transfers import tuning
 from ferry.transfers.jobs import RetryNotice, canonical, create_job, prepare_job, resolve
 from ferry.transfers.options import (
     CHOOSE_POLICY_HINT,
@@ -130,9 +131,10 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         "--parallel",
         "-j",
         type=_parallel,
-        default=4,
+        default="auto",
         metavar="N",
-        help="files transferred at once (default: 4); 'auto' tunes it while running, up to 16",
+        help="files transferred at once: a number from 1 to 256, or auto (the default: starts at 4 and "
+        "follows the link while running, more while throughput rises, up to 64; queue show says what it chose)",
     )
     p.add_argument(
         "--bwlimit",
@@ -140,9 +142,6 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         help="bandwidth limit for the whole run, e.g. 50M (bytes/s, binary units)",
     )
     p.add_argument("--json", action="store_true", help="print machine-readable progress and results (JSON lines)")
-
-
-AUTO_MAX = 16
 
 
 def _parallel(text: str) -> int:
@@ -154,7 +153,7 @@ def _parallel(text: str) -> int:
 
 def parallel_config(value: int) -> dict[str, Any]:
     """RunConfig fields for a parsed --parallel value."""
-    return {"parallel": AUTO_MAX, "auto_parallel": True} if value == 0 else {"parallel": value}
+    return {"parallel": tuning.AUTO_MAX, "auto_parallel": True} if value == 0 else {"parallel": value}
 
 
 def _positive_int(text: str) -> int:

@@ -57,7 +57,7 @@ from ferry.transfers.delegated import DelegatedRun, Delegation, choose_route, jo
 from ferry.transfers.options import Route
 from ferry.transfers.planner import Root, destination_roots, expand, from_us
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
-from ferry.transfers.tuning import Gate, Tuner
+from ferry.transfers.tuning import TUNING_KEY, Choice, Gate, Tuner
 
 log = logging.getLogger(__name__)
 
@@ -197,10 +197,17 @@ class Runner:
     # ---- control from other threads ----
     def set_limits(self, *, parallel: int | None = None, bwlimit: int | None = None) -> None:
         """Apply new limits to this run as it goes: the bandwidth limit from the next chunk on, a
-        lower worker count as running files finish (never more workers than the run started)."""
+        lower worker count as running files finish (never more workers than the run started);
+        ``parallel=0`` hands the count to the tuner (``--parallel auto``)."""
         self._global_bucket.set_rate(bwlimit)
-        if parallel is not None and self.tuner is None:
-            self._gate.set_limit(min(parallel, max(1, self.config.parallel)))
+        if parallel is None:
+            return
+        if parallel == 0:  # auto: tune within the workers this run started
+            if self.tuner is None:
+                self.tuner = Tuner(self._gate, max(1, self.config.parallel))
+            return
+        self.tuner = None
+        self._gate.set_limit(min(parallel, max(1, self.config.parallel)))
 
     def stop(self, reason: str = "interrupted") -> None:
         """Stop soon: running files keep their partial data and go back to the queue."""
@@ -244,9 +251,12 @@ class Runner:
                 self._record_partials(self._runs)
             buffered = self._feed(buffered)
             self._collect(TICK)
-            if self.tuner is not None:
+            tuner = self.tuner
+            if tuner is not None:
                 a = self.accounting
-                self.tuner.observe(a.bytes_done, a.files_done, busy=a.active > 0)
+                choice = tuner.observe(a.bytes_done, a.files_done, a.active)
+                if choice is not None:
+                    self._record_tuning(choice, self._runs)
             self._finish_jobs()
             if not self._runs and not buffered:
                 next_wake = self._next_wake()
@@ -256,6 +266,13 @@ class Runner:
                 last_poll = 0.0
         # Hand back what we had buffered but not started.
         self.store.unclaim(t.id for _, t in buffered)
+
+    def _record_tuning(self, choice: Choice, runs: dict[int, _JobRun]) -> None:
+        """The tuner's choice, with each job it applies to (``queue show``, the window's row)."""
+        log.info("parallel %s", choice.describe())
+        text = choice.to_json()
+        for job_id in runs:
+            self.store.set_job_value(job_id, TUNING_KEY, text)
 
     def _wait_until(self, when: datetime, why: str) -> None:
         self.listener.waiting(when, why)
@@ -411,6 +428,8 @@ class Runner:
         run = _JobRun(job, src, dst, ctx, CancelToken(self._stop), window)
         run.sems = self._semaphores(run)
         self._runs[job.id] = run
+        if self.tuner is not None:
+            self._record_tuning(self.tuner.choice, {job.id: run})
         counts = self.store.counts(job.id)
         self.accounting.add_total(counts.files, counts.bytes)
         self.accounting.add_finished(

@@ -194,7 +194,7 @@ class MainWindow(QMainWindow):
         self.queue_panel.open_destination.connect(self.queue_menu.open_destination)
         self.watches = WatchManager(
             store_path,
-            parallel=lambda: self.transfer_settings.run_config().parallel,
+            parallel=lambda: self.transfer_settings.parallel,
             ask=self.conflicts,
             on_message=lambda text: self.bridge.post(lambda: self.say(text)),
         )

@@ -299,6 +299,8 @@ def elided_title(j: JobRow, metrics: QFontMetrics, width: int) -> str:
 def _job_tooltip(j: JobRow, col: int) -> str | None:
     if col == STATE:
         return _state_tooltip(j)
+    if col == SPEED:
+        return f"Files at once: {j.tuning}" if j.tuning else None
     if col == TITLE:
         lines = [*j.sources, f"→ {j.dest}"]
         if j.watch is not None:

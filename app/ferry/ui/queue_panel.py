@@ -83,7 +83,8 @@ class TitleDelegate(QStyledItemDelegate):
 def failure_line(jobs: list[JobRow]) -> str:
     """The line under the panel for the selected jobs: the first one that stopped or has a file
     failed for good, with what the engine said and the first failure's cause and advice (the
-    State cell has them too, but cut short in a narrow window)."""
+    State cell has them too, but cut short in a narrow window). Else, for a running job, how
+    many files move at once and why (``--parallel auto``)."""
     for j in jobs:
         stopped = bool(j.message) and j.state in ("failed", "paused")
         problem = problem_text(j)
@@ -92,7 +93,8 @@ def failure_line(jobs: list[JobRow]) -> str:
             if problem:
                 said.append(f"first failure: {problem}")
             return f"Job {j.id}: " + "; ".join(said)
-    return ""
+    running = next((j for j in jobs if j.state == "running" and j.tuning), None)
+    return f"Job {running.id}: {running.tuning}" if running is not None else ""
 
 
 class QueuePanel(QWidget):

@@ -31,6 +31,7 @@ from ferry.transfers.copy import AskFn
 from ferry.transfers.scheduler import PARTIAL_BYTES_KEY, RunConfig, Runner
 from ferry.transfers.store import JOB_FINISHED, Job, JobCounts, NewTask, Store, Task, TaskResult, default_store_path
 from ferry.transfers.store import runner_id as this_runner
+from ferry.transfers.tuning import TUNING_KEY, Choice
 from ferry.transfers.watch import WatchCounters, read_counters
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class QueueService:
         with self._lock:
             runner = self._runner
         if runner is not None:
-            runner.set_limits(parallel=config.parallel, bwlimit=config.bwlimit)
+            runner.set_limits(parallel=0 if config.auto_parallel else config.parallel, bwlimit=config.bwlimit)
 
     @property
     def running(self) -> bool:
@@ -169,7 +170,8 @@ class QueueService:
 
 def background_command(config: RunConfig) -> list[str]:
     """The ``ferry queue run`` that carries on the window's transfers, with its limits."""
-    cmd = [sys.executable, "-m", "ferry", "queue", "run", "--parallel", str(max(1, config.parallel))]
+    parallel = "auto" if config.auto_parallel else str(max(1, config.parallel))
+    cmd = [sys.executable, "-m", "ferry", "queue", "run", "--parallel", parallel]
     if config.bwlimit:
         cmd += ["--bwlimit", str(config.bwlimit)]
     return cmd
@@ -237,6 +239,7 @@ class JobRow:
     problem_kind: str | None = None
     problem: str | None = None
     route: str | None = None  # "direct" (site to site) or "relay" (through Ferry) once started
+    tuning: str | None = None  # --parallel auto: files at once and why (tuning.Choice.describe)
 
     @property
     def fraction(self) -> float:
@@ -391,6 +394,7 @@ class QueuePoller:
             partial_bytes=partial,
             bytes_copied=c.size("done"),
             route=job.route,
+            tuning=_tuning(store, job.id) if job.state == "running" or finished else None,
             problem_kind=first.error_kind if first is not None else None,
             problem=first.error if first is not None else None,
         )
@@ -411,6 +415,12 @@ class QueuePoller:
         if len(history) > 1 and now > history[0][0]:
             return max(0.0, (value - history[0][1]) / (now - history[0][0]))
         return 0.0
+
+
+def _tuning(store: Store, job_id: int) -> str | None:
+    raw = store.job_value(job_id, TUNING_KEY)
+    choice = Choice.from_json(raw) if raw else None
+    return choice.describe() if choice is not None else None
 
 
 def _saved_partial(store: Store, job: Job) -> int:

@@ -12,13 +12,14 @@ from ferry.core.schedule import parse_start_at, parse_window
 from ferry.core.units import parse_size
 from ferry.transfers.options import CONFLICT_POLICIES, JobOptions
 from ferry.transfers.scheduler import DEFAULT_PATIENCE, RunConfig
+from ferry.transfers.tuning import AUTO_MAX
 
 WHEN_DONE = ("nothing", "notify", "quit")
 
 
 @dataclass
 class TransferSettings:
-    parallel: int = 4
+    parallel: int = 0  # 0: auto (tuned while running, tuning.Tuner)
     bwlimit: str = ""  # "" or a size per second such as "50M"
     verify: str = "sha256"
     on_conflict: str = "ask"
@@ -30,8 +31,8 @@ class TransferSettings:
 
     def validate(self) -> None:
         """Raise UsageError with a sentence for the first bad field."""
-        if not 1 <= self.parallel <= 64:
-            raise UsageError("Parallel files must be between 1 and 64")
+        if not 0 <= self.parallel <= 64:
+            raise UsageError("Parallel files must be Auto or between 1 and 64")
         if self.bwlimit:
             parse_size(self.bwlimit)
         if self.verify not in ("sha256", "blake3", "size", "none"):
@@ -57,7 +58,8 @@ class TransferSettings:
     def run_config(self) -> RunConfig:
         # The window runs the queue overnight as 'ferry queue run' does: outages are waited out.
         return RunConfig(
-            parallel=self.parallel,
+            parallel=self.parallel or AUTO_MAX,
+            auto_parallel=self.parallel == 0,
             bwlimit=parse_size(self.bwlimit) if self.bwlimit else None,
             patience=DEFAULT_PATIENCE,
         )

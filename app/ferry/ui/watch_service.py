@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ferry.transfers.copy import AskFn
 from ferry.transfers.store import Store
+from ferry.transfers.tuning import AUTO_MAX
 from ferry.transfers.watch import Watcher, WatchResult, WatchSpec, is_watch_job
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class WatchManager:
         self,
         store_path: Path | None,
         *,
-        parallel: Callable[[], int] = lambda: 4,
+        parallel: Callable[[], int] = lambda: 0,  # files at once; 0: auto
         ask: AskFn | None = None,
         on_message: Callable[[str], object] | None = None,
     ) -> None:
@@ -84,7 +85,8 @@ class WatchManager:
             if msg is not None:
                 msg(text)
 
-        watcher = Watcher(spec, store, parallel=self.parallel(), ask=self.ask, on_message=say)
+        n = self.parallel()
+        watcher = Watcher(spec, store, parallel=n or AUTO_MAX, auto_parallel=n == 0, ask=self.ask, on_message=say)
         with self._lock:
             self.skip.starting += 1
         try:

@@ -36,9 +36,13 @@ class TransferSettingsDialog(QDialog):
         lay = QVBoxLayout(self)
         form = QFormLayout()
         self.parallel = QSpinBox()
-        self.parallel.setRange(1, 64)
+        self.parallel.setRange(0, 64)
+        self.parallel.setSpecialValueText("Auto")  # 0: tuned while running
         self.parallel.setValue(current.parallel)
-        self.parallel.setToolTip("How many files move at once (each site's own connection limit still applies)")
+        self.parallel.setToolTip(
+            "How many files move at once. Auto starts at 4 and follows the link: more while throughput "
+            "rises (a long link needs many), fewer when it falls. Each site's own connection limit still applies."
+        )
         form.addRow("Parallel files:", self.parallel)
         self.bwlimit = QLineEdit(current.bwlimit)
         self.bwlimit.setPlaceholderText("unlimited, or e.g. 50M (bytes per second)")
