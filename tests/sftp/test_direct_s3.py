@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -27,7 +28,7 @@ import pytest
 
 from ferry.backends.base import NoDirectRoute
 from ferry.backends.sftp.direct import forget_probes
-from helpers import Ferry, describe, file_events, result_event
+from helpers import Ferry, describe, file_events, result_event, stop
 from s3.conftest import make_backend
 from s3.servers import S3Server, shared_server
 from sftp.conformance_site import sftp_backend
@@ -611,3 +612,54 @@ def test_ferry_mv_from_a_host_to_s3_relays_so_each_source_goes_only_after_ferrys
     res = ferry("mv", "-r", "--route", "direct", url(server, f"{remote}/more"), f"s3://{bucket}/more/")
     assert res.returncode == 2, describe(res)
     assert bucket_files(moto, bucket, "more/") == {} and (remote / "more").exists() and again
+
+
+def test_a_direct_multipart_upload_killed_mid_file_keeps_its_parts_on_the_next_run(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    """``kill -9`` of the runner while the host sends a big file in parts, then ``ferry queue
+    run``: the parts the store already holds (checked against the host's MD5 of each) are kept,
+    only the rest are sent, and the object is verified as a whole."""
+    server = host(delay=0.4)  # each curl waits: the parts go up one by one, slowly enough to kill
+    log = host_bin(server) / "curl.log"
+    bucket = moto.new_bucket()
+    client = moto.client()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    big = os.urandom(26 << 20)  # six parts of 5 MiB (the last 1 MiB)
+    (folder / "big.bin").write_bytes(big)
+    server.chown(folder)
+    ferry = ferry_for(
+        server, moto, tmp_path, FERRY_DIRECT_MULTIPART_OVER=str(6 << 20), FERRY_DIRECT_PART_SIZE=str(5 << 20)
+    )
+    ferry.ok("queue", "add", "-r", "--route", "direct", url(server, str(folder)), f"s3://{bucket}/run/")
+    proc = ferry.popen("queue", "run")
+
+    def held() -> dict[int, str]:
+        uploads = client.list_multipart_uploads(Bucket=bucket).get("Uploads", [])
+        if not uploads:
+            return {}
+        (up,) = uploads
+        parts = client.list_parts(Bucket=bucket, Key=up["Key"], UploadId=up["UploadId"]).get("Parts", [])
+        return {p["PartNumber"]: p["ETag"] for p in parts}
+
+    deadline = time.monotonic() + 90
+    while len(held()) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    assert len(held()) >= 2, "the host never sent two parts"
+    stop(proc, signal.SIGKILL)
+    time.sleep(1.5)  # a part the host's curl was sending when Ferry died ends one way or the other
+    kept = held()
+    assert 2 <= len(kept) < 6, kept
+    sent_before = len([line for line in log.read_text().splitlines() if " -T - " in line])
+    res = ferry("queue", "run", "--json")
+    assert res.returncode == 0, describe(res)
+    assert bucket_files(moto, bucket, "run/run/") == {"big.bin": big}
+    sent_after = len([line for line in log.read_text().splitlines() if " -T - " in line]) - sent_before
+    assert sent_after == 6 - len(kept), (sent_after, kept)  # only the parts the store did not hold
+    (event,) = [v for v in file_events(res.stdout).values() if v.get("kind", "file") == "file"]
+    assert event["state"] == "done" and event["level"] == "checksum", event
+    assert "s3-multipart-etag" in event["evidence"], event
+    assert f"{len(kept)} kept from an earlier run" in event["verified"], event
+    assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []

@@ -457,6 +457,11 @@ class UrlSigner(Protocol):
         """A PUT of part ``number`` (from 1) of that upload, its MD5 (hex) signed in as ``Content-MD5``."""
         ...
 
+    def uploaded_parts(self, path: str, upload_id: str) -> dict[int, tuple[str, int]]:
+        """The parts the store holds for that upload (ListParts): number -> (ETag, lower-case hex
+        without quotes, size). :class:`~ferry.core.errors.NotFound` when the upload is gone."""
+        ...
+
     def complete_upload(self, path: str, upload_id: str, md5s: Sequence[str]) -> None:
         """End the upload: the parts in order, each named by its MD5 (hex: a part's ETag)."""
         ...

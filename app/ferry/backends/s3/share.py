@@ -210,6 +210,12 @@ class DirectUrls:
         }
         return SignedRequest("PUT", self._signed("upload_part", params, seconds, path), {"Content-MD5": digest})
 
+    def uploaded_parts(self, path: str, upload_id: str) -> dict[int, tuple[str, int]]:
+        from ferry.backends.s3.multipart import list_parts
+
+        held = list_parts(self.conn, key_of(path), upload_id)
+        return {number: (etag.lower(), size) for number, (etag, size, _sha) in held.items()}
+
     def complete_upload(self, path: str, upload_id: str, md5s: Sequence[str]) -> None:
         key = key_of(path)
         parts = [{"ETag": f'"{m}"', "PartNumber": i} for i, m in enumerate(md5s, 1)]

@@ -32,6 +32,7 @@ that cannot go direct raises :class:`~ferry.backends.base.NoDirectRoute` with on
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import posixpath
 import re
@@ -57,13 +58,13 @@ from ferry.backends.base import (
     temp_name,
 )
 from ferry.backends.sftp.shell import RemoteShell
-from ferry.core.cancel import CancelToken
 from ferry.core.errors import AlreadyExists, Cancelled, ChecksumMismatch, FerryError, NotFound, Transient, Unsupported
 from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
 DEFAULT_TTL = 600  # seconds a signed URL lasts
 _IN_PLACE = "already in place: the same checksum"
 PLANNED = "planned"  # job value: "1" once every row of the job is recorded (transfers/delegated.py)
+UPLOAD = "upload:"  # job value "upload:<key>": the multipart upload in progress for that object (JSON)
 MAX_SINGLE_PUT = 5 << 30  # S3's limit for one PUT
 _URL = re.compile(r"(https?://[^\s/?#'\"]+)[^\s'\"]*")
 
@@ -263,7 +264,7 @@ class HostS3Route:
                 if sink.cancel.cancelled:
                     unstarted += [r for r, _e in plan[i:]]
                     break
-                running.add(pool.submit(self._one_file, job, writer, row, entry, sink.cancel))
+                running.add(pool.submit(self._one_file, job, writer, row, entry, sink))
                 if len(running) >= 2 * streams():
                     done, running = _wait_some(running)
                     unstarted += self._record(sink, done)
@@ -273,6 +274,8 @@ class HostS3Route:
         if sink.cancel.cancelled:
             if sink.cancel.reason == "cancel":
                 rows = unstarted + [r for r in sink.open_rows() if r.src not in {u.src for u in unstarted}]
+                for r in rows if self.upload else ():
+                    self._drop_upload(sink, r.dst)  # parts kept for a next run that will not come
                 sink.finish_rows(rows, TaskState.CANCELLED, error="cancelled")
             return  # paused or stopped: finished files stay; the next run continues
         if not planned:
@@ -363,13 +366,13 @@ class HostS3Route:
         return unstarted
 
     def _one_file(
-        self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry, cancel: CancelToken
+        self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry, sink: DelegationSink
     ) -> _Outcome:
-        if cancel.cancelled:
+        if sink.cancel.cancelled:
             return _Outcome(row, TaskState.QUEUED)  # not started: the next run does it
         try:
             if self.upload:
-                return self._upload(job, row, entry)
+                return self._upload(job, sink, row, entry)
             return self._download(job, writer, row, entry)
         except FerryError as exc:
             return _Outcome(row, TaskState.FAILED, error=redact(exc.message))
@@ -419,7 +422,7 @@ class HostS3Route:
         raise Transient(f"The host's curl failed for {what} (exit {rc}): {err or 'no message'}")
 
     # ---- upload: host to S3 ----
-    def _upload(self, job: DelegatedJob, row: DelegatedRow, entry: Entry) -> _Outcome:
+    def _upload(self, job: DelegatedJob, sink: DelegationSink, row: DelegatedRow, entry: Entry) -> _Outcome:
         shown = self.store.display(row.dst)
         parts = (entry.size or 0) > multipart_over()
         size, sha, md5 = self._hashes(row.src, md5=not parts)
@@ -430,7 +433,7 @@ class HostS3Route:
                 return kept
         mtime_ns = entry.own_mtime_ns if job.preserve_mtime else None
         if parts:
-            return _Outcome(row, TaskState.DONE, self._upload_parts(row, size, sha, mtime_ns), moved=size)
+            return _Outcome(row, TaskState.DONE, self._upload_parts(sink, row, size, sha, mtime_ns), moved=size)
         checks = self.store_checks(row.dst)
         req = self.signer.sign_put(
             row.dst, url_ttl(), sha256=sha, md5=md5, mtime_ns=mtime_ns, send_checksum=checks.send_sha256
@@ -442,14 +445,26 @@ class HostS3Route:
         v = upload_verification(stored, size, sha, md5, checks)
         return _Outcome(row, TaskState.DONE, v, moved=size)
 
-    def _upload_parts(self, row: DelegatedRow, size: int, sha: str, mtime_ns: int | None) -> Verification:
+    def _upload_parts(
+        self, sink: DelegationSink, row: DelegatedRow, size: int, sha: str, mtime_ns: int | None
+    ) -> Verification:
         """A file over one PUT's limit as a multipart upload: the host hashes each part (MD5) and
         sends it with a URL signed for that part alone; the store's multipart ETag, computed from
-        the parts it received, is compared with the one the host's MD5s give."""
+        the parts it received, is compared with the one the host's MD5s give.
+
+        The upload's id is saved with the job (``UPLOAD``) before any part goes: after a crash,
+        a dropped session or a failed part, the next run continues that upload, keeping each part
+        the store holds whose ETag is the host's MD5 of that part (ListParts), as S3 resume does
+        on the relay. Any other failure aborts the upload."""
         part = part_size(size)
         q = shlex.quote(row.src)
-        upload_id = self.signer.start_upload(row.dst, sha, mtime_ns)
+        upload_id, held = self._resumable(sink, row.dst, size, sha, part)
+        if upload_id is None:
+            upload_id = self.signer.start_upload(row.dst, sha, mtime_ns)
+            saved = {"id": upload_id, "size": size, "sha256": sha, "part": part}
+            sink.set_value(UPLOAD + row.dst, json.dumps(saved))
         md5s: list[str] = []
+        kept = 0
         try:
             for number, offset in enumerate(range(0, size, part), 1):
                 length = min(part, size - offset)
@@ -458,14 +473,17 @@ class HostS3Route:
                 if rc != 0 or not out.split():
                     raise Transient(f"The host could not hash part {number} of {self.host.display(row.src)}: {err}")
                 md5s.append(out.split()[0].lower())
+                if held.get(number) == (md5s[-1], length):
+                    kept += 1  # the store holds this very part already
+                    continue
                 self._send_part(row, upload_id, number, md5s[-1], piece, length)
             self.signer.complete_upload(row.dst, upload_id, md5s)
+        except Transient:
+            raise  # the upload and its parts stay (saved with the job): a retry or restart continues it
         except BaseException:
-            try:
-                self.signer.abort_upload(row.dst, upload_id)
-            except FerryError:
-                pass  # what cannot be aborted now shows in 'ferry s3 uploads' (unfinished uploads)
+            self._drop_upload(sink, row.dst)
             raise
+        sink.set_value(UPLOAD + row.dst, None)
         stored = self.signer.stored_object(row.dst)
         if stored is None or stored.size != size:
             raise ChecksumMismatch(f"the store does not hold {size:,} bytes at {self.store.display(row.dst)}")
@@ -475,8 +493,43 @@ class HostS3Route:
             Level.CHECKSUM,
             "md5",
             (Evidence.HOST_TOOL, Evidence.S3_MULTIPART_ETAG),
-            f"multipart ETag match ({len(md5s)} parts hashed on the host)",
+            f"multipart ETag match ({len(md5s)} parts hashed on the host"
+            + (f"; {kept} kept from an earlier run, checked with ListParts)" if kept else ")"),
         )
+
+    def _resumable(
+        self, sink: DelegationSink, path: str, size: int, sha: str, part: int
+    ) -> tuple[str | None, dict[int, tuple[str, int]]]:
+        """The upload an earlier run began for ``path`` and the parts the store holds for it, if
+        it was for these very bytes in parts of this size; else (None, {}), any such upload aborted."""
+        saved = sink.value(UPLOAD + path)
+        if not saved:
+            return None, {}
+        try:
+            info = json.loads(saved)
+            upload_id, same = str(info["id"]), (info["size"], info["sha256"], info["part"]) == (size, sha, part)
+        except (ValueError, KeyError, TypeError):
+            sink.set_value(UPLOAD + path, None)
+            return None, {}
+        if same:
+            try:
+                return upload_id, self.signer.uploaded_parts(path, upload_id)
+            except NotFound:  # aborted, completed, or cleaned up by the store's lifecycle rule
+                sink.set_value(UPLOAD + path, None)
+                return None, {}
+        self._drop_upload(sink, path)  # the file changed, or the part size: its parts are of no use
+        return None, {}
+
+    def _drop_upload(self, sink: DelegationSink, path: str) -> None:
+        """Abort the multipart upload saved with the job for ``path`` (if any) and forget it."""
+        saved = sink.value(UPLOAD + path)
+        if not saved:
+            return
+        try:
+            self.signer.abort_upload(path, str(json.loads(saved)["id"]))
+        except (FerryError, ValueError, KeyError, TypeError):
+            pass  # what cannot be aborted now shows in 'ferry s3 uploads' (unfinished uploads)
+        sink.set_value(UPLOAD + path, None)
 
     def _parts_verification(self, path: str, stored: StoredObject, size_only: Verification) -> Verification:
         """A multipart object with no whole-object checksum: the host hashes what landed part by
