@@ -116,6 +116,10 @@ class Authenticator:
 
     def __init__(self, target: SshTarget) -> None:
         self.target = target
+        # The key that logged in alone (no second factor, no password): extra connections to
+        # the host for one big file (lanes.py) log in with it, asking nobody. None otherwise.
+        self.key_only: Any = None
+        self._accepted: Any = None
 
     @property
     def title(self) -> str:
@@ -124,6 +128,7 @@ class Authenticator:
     def login(self, transport: Any) -> None:
         tried_key, remaining = self._public_keys(transport)
         if transport.is_authenticated():
+            self.key_only = self._accepted
             return
         if (
             tried_key
@@ -153,7 +158,9 @@ class Authenticator:
 
         for key in self._keys():
             try:
-                return True, transport.auth_publickey(self.target.user, key)
+                remaining = transport.auth_publickey(self.target.user, key)
+                self._accepted = key
+                return True, remaining
             except paramiko.AuthenticationException:
                 continue
         return False, None

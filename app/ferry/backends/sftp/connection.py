@@ -104,8 +104,7 @@ class Connection:
         adapter.guard_rekey(transport)  # a channel closed during a rekey must not stall it (paramiko #822)
         try:
             transport.start_client(timeout=t.connect_timeout)
-            self.host_keys.check(transport)
-            self.auth.login(transport)
+            self._login(transport)
         except BaseException:
             transport.close()
             raise
@@ -115,6 +114,11 @@ class Connection:
         openssh = "OpenSSH" in (transport.remote_version or "")
         self.request_size = limits.REQUEST if openssh else limits.PORTABLE_REQUEST
         return transport
+
+    def _login(self, transport: Any) -> None:
+        """Check the host's key, then log in (a lane logs in its own way: lanes.py)."""
+        self.host_keys.check(transport)
+        self.auth.login(transport)
 
     def close(self) -> None:
         with self._lock:
@@ -339,7 +343,12 @@ class ChannelPool:
 
     def give_back(self, client: Any, ok: bool) -> None:
         """Return a borrowed SFTP channel: kept for the next borrower when ``ok`` and still of
-        this login, else closed."""
+        this login, else closed. A channel of another pool (an extra connection's, lanes.py)
+        goes back to that pool."""
+        owner = getattr(client, "_ferry_pool", None)
+        if owner is not None and owner is not self:
+            owner.give_back(client, ok)
+            return
         with self._cond:
             current = getattr(client, "_ferry_generation", -1) == self.generation
             if ok and current and client.sock.active and not client.sock.closed:

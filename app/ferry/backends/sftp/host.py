@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from ferry.backends.sftp import limits
 from ferry.backends.sftp.connection import ChannelPool, Connection
+from ferry.backends.sftp.lanes import Lanes, StreamPlan, concurrently, fixed_connections, plan_for, tcp_window
 from ferry.backends.sftp.names import KnownNames
 from ferry.backends.sftp.remote_hash import HashBatcher
 from ferry.backends.sftp.shell import RemoteShell, detect_hash_tools, detect_plain_hash_tools
@@ -30,6 +32,8 @@ class Host:
         self.target = target
         self.connection = Connection(target, on_login=self._logged_in)
         self.pool = ChannelPool(self.connection)
+        self.lanes = Lanes(self.connection)  # more TCP connections for big files on a long link
+        self.last_plan: StreamPlan | None = None  # what the last big file went over, and why
         self.shell = RemoteShell(self.pool)
         self.hash_tools: dict[str, str] = {}  # algorithm -> the remote command computing it
         self.hasher = HashBatcher(lambda command: self.shell.run(command), self.shell.shell_run)
@@ -68,6 +72,24 @@ class Host:
         if self.site_streams is not None:
             return self.site_streams
         return limits.UPLOAD_STREAMS if up else limits.PARALLEL_STREAMS
+
+    def stream_channels(self, *, up: bool, size: int, label: str) -> list[Any]:
+        """Channels for the extra byte-range streams of a big file (beside the one its caller
+        holds), spread over as many TCP connections as the link's bandwidth-delay product asks
+        for (lanes.py); only channels free right now. The plan is logged and kept in
+        :attr:`last_plan`. Give each channel back with ``self.pool.give_back``."""
+        streams = self.streams(up=up)
+        possible = self.lanes.possible()
+        fixed = fixed_connections()
+        rtt = self.lanes.rtt() if possible and fixed is None else None
+        plan = plan_for(size, rtt, tcp_window(up), streams, fixed, possible)
+        calls: list[Callable[[], list[Any]]] = [lambda: [self.pool.borrow_nowait()] for _ in range(streams - 1)]
+        if plan.connections > 1:
+            calls.append(lambda: self.lanes.channels(plan.connections - 1, streams))
+        extra = [c for got in concurrently(calls) for c in got if c is not None]
+        self.last_plan = plan
+        log.info("%s %s: %s", "up" if up else "down", label, plan.text())
+        return extra
 
     def detect_hash_tools(self) -> None:
         tools = detect_hash_tools(self.shell)
@@ -112,6 +134,7 @@ class Host:
 
     def close(self) -> None:
         self.shell.close()
+        self.lanes.close()
         self.pool.close()
         self.connection.close()
 

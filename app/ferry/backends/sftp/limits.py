@@ -53,6 +53,23 @@ WRITE_DEPTH = 64  # WRITE requests in flight before the writer waits for the old
 # upload's time on a machine with a core to spare. SEND_AHEAD bounds the bytes waiting for it.
 SEND_THREAD_MIN = 16 << 20
 SEND_AHEAD = 8 << 20
+# Extra TCP connections ("lanes", each its own paramiko Transport and login) for one big file on a
+# long link: one TCP connection moves at most its window per round trip (6 MiB / 150 ms = 42 MB/s,
+# measured through benchmarks/linkemu.py: Ferry's peak in flight was the whole 6 MiB window at 50
+# and 150 ms). Connections per file follow the bandwidth-delay product: enough that together
+# they could carry LANE_RATE, the most one file moves through Ferry on this 2-core machine
+# (loopback: 2 GiB down 7.93 s = 271 MB/s, up 9.39 s = 229 MB/s), at the measured RTT.
+LANE_RATE = 250e6
+MAX_CONNECTIONS = 4
+# The window assumed per connection: the local TCP buffer maximum (net.ipv4.tcp_rmem down,
+# tcp_wmem up), at most REMOTE_WINDOW, Linux's default tcp_rmem maximum, as the far end's
+# buffers (which the client cannot see) are most likely that.
+REMOTE_WINDOW = 6 << 20
+# Round trips a new connection costs before it moves a byte (TCP, version exchange, key
+# exchange, new keys, auth, channel open, SFTP init; 8-9 measured at 50 ms): a lane is opened
+# only where the time it saves on this file is larger than that.
+LOGIN_RTTS = 10
+CONNECTIONS_ENV = "FERRY_SFTP_CONNECTIONS"  # a fixed count (1 turns lanes off), else by the BDP
 
 
 def stream_count(raw: str, where: str) -> int:

@@ -47,10 +47,7 @@ class SFTPReader:
             # with sleeps); files of PARALLEL_MIN and more also on spare channels, in parallel.
             self._head = memoryview(head)
             start, rest = offset + len(head), self._left - len(head)
-            extra = []
-            streams = host.streams(up=False) if rest >= limits.PARALLEL_MIN else 1
-            if streams > 1:
-                extra = [c for c in (host.pool.borrow_nowait() for _ in range(streams - 1)) if c is not None]
+            extra = host.stream_channels(up=False, size=rest, label=path) if rest >= limits.PARALLEL_MIN else []
             adapter.send(client, adapter.CMD_CLOSE, adapter.handle_of(self._f))  # the streams open their own
             adapter.closed_by_request(self._f)
             self._parallel = ParallelRangeReader(

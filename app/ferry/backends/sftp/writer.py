@@ -197,7 +197,7 @@ class SFTPWriter(Writer):
             if readback and size is not None and size >= limits.FOLLOW_MIN:
                 self._start_follower(readback)
             if size is not None and size >= limits.PARALLEL_MIN and size > self.offset:
-                self._start_ranges(client)
+                self._start_ranges(client, size - self.offset)
             if self._ranges is None and size is not None and size - self.offset >= limits.SEND_THREAD_MIN:
                 self._sender = Sender(self._send)
         except BaseException as exc:
@@ -321,15 +321,12 @@ class SFTPWriter(Writer):
             self._follow = FollowingHash(*started)
             self._follow.advance(self.offset)  # a resumed prefix is already on the server
 
-    def _start_ranges(self, client: Any) -> None:
+    def _start_ranges(self, client: Any, size: int) -> None:
         """Big files: parallel byte-range streams on channels that are free right now."""
         host = self.backend._host
-        streams = host.streams(up=True)
         if host.sequential_writes:  # the server refuses writes at out-of-order offsets
             return
-        extra = (
-            [c for c in (host.pool.borrow_nowait() for _ in range(streams - 1)) if c is not None] if streams > 1 else []
-        )
+        extra = host.stream_channels(up=True, size=size, label=self.temp_path)
         if not extra:
             return
         path = wire(self.temp_path)
