@@ -239,7 +239,7 @@ class Bench:
         name = src.name
         cfg = ["-F", str(self.home / ".ssh" / "config")]
         if tool.startswith("ferry"):
-            ferry = [str(BIN / "ferry"), "cp", "-r", *ferry_flags(tool)]
+            ferry = [*ferry_command(tool), "cp", "-r", *ferry_flags(tool)]
             return [*ferry, str(src), f"bench:{remote}/"] if up else [*ferry, f"bench:{src}", f"{local}/"]
         if tool == "scp":
             scp = ["scp", "-q", "-r", *cfg]
@@ -261,7 +261,7 @@ class Bench:
         """Up: the local folder ``src`` into ``dst`` = s3://bucket/prefix/NAME; down: the prefix
         ``src`` = s3://bucket/seed/NAME into the local folder ``dst`` (= .../NAME)."""
         if tool.startswith("ferry"):  # cp -r copies the folder itself into the parent given
-            return [str(BIN / "ferry"), "cp", "-r", *ferry_flags(tool), src, f"{dst.rsplit('/', 1)[0]}/"]
+            return [*ferry_command(tool), "cp", "-r", *ferry_flags(tool), src, f"{dst.rsplit('/', 1)[0]}/"]
         if tool == "s5cmd":
             s5 = [str(BIN / "s5cmd"), "--endpoint-url", f"http://127.0.0.1:{self.s3_port}", "cp"]
             return [*s5, f"{src}/*", f"{dst}/"]
@@ -356,6 +356,20 @@ def ferry_flags(tool: str) -> list[str]:
     return ["--parallel", tool.split("-j", 1)[1]] if "-j" in tool else []
 
 
+BASELINE: list[str] = []  # --baseline: the source tree ``ferry@before`` runs from
+
+
+def ferry_command(tool: str) -> list[str]:
+    """The ``ferry`` command of a Ferry row: ``ferry[K=V;K2=V2]`` (an extra row from --ferry-env)
+    runs with those settings in its environment, ``ferry@before`` from the --baseline tree."""
+    env = []
+    if tool == "ferry@before":
+        env = [f"PYTHONPATH={BASELINE[0]}"]
+    elif "[" in tool:
+        env = [kv for kv in tool[tool.index("[") + 1 : tool.rindex("]")].split(";") if kv]
+    return ["env", *env, str(BIN / "ferry")] if env else [str(BIN / "ferry")]
+
+
 def capped(r: Runs) -> bool:
     """Most runs hit --timeout: the median is a lower bound on the tool's time."""
     return r.timed_out * 2 > len(r.seconds)
@@ -430,6 +444,15 @@ def main() -> int:
         default="",
         help="extra Ferry rows with --parallel N (comma-separated, e.g. 16,64,auto), beside Ferry at its defaults",
     )
+    ap.add_argument(
+        "--ferry-env",
+        default="",
+        help="extra Ferry rows run with environment settings: rows separated by ',', settings of one row by"
+        " ';' (e.g. FERRY_SFTP_CONNECTIONS=1,FERRY_S3_PART_CONCURRENCY=8)",
+    )
+    ap.add_argument(
+        "--baseline", default=None, help="also run 'ferry cp' from this source tree (a folder holding 'ferry')"
+    )
     ap.add_argument("--json", default=None, help="write every run's figures here")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary one)")
     args = ap.parse_args()
@@ -449,6 +472,10 @@ def main() -> int:
     chosen = set(args.tools.split(",")) | {"ferry"} if args.tools else None
 
     extra = [f"ferry -j{n}" for n in args.ferry_parallel.split(",") if n]
+    extra += [f"ferry[{spec}]" for spec in args.ferry_env.split(",") if spec]
+    if args.baseline:
+        BASELINE.append(str(Path(args.baseline).resolve()))
+        extra.append("ferry@before")
 
     def pick(tools: list[str]) -> list[str]:
         return [*[t for t in tools if chosen is None or t in chosen], *extra]
