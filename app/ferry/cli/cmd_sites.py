@@ -47,6 +47,18 @@ def register(sub: Any) -> None:
         help="a backend setting such as endpoint_url, region or identity_file (repeatable; never a secret)",
     )
     add.add_argument(
+        "--globus-collection",
+        metavar="UUID",
+        help="the Globus collection serving this SSH or S3 site's storage: a job between two such sites "
+        "(or this site and a collection) can go as one Globus task (see docs/globus.md)",
+    )
+    add.add_argument(
+        "--globus-path",
+        metavar="SITE_PATH=COLLECTION_PATH",
+        help="where the site's paths are on the collection, e.g. /home/me=/~/ (default: the same paths on "
+        "SSH, the relative ones under /~/; /BUCKET/KEY on S3)",
+    )
+    add.add_argument(
         "--password",
         action="store_true",
         help="ask for a password (not echoed) and keep it in the system keychain",
@@ -82,12 +94,26 @@ def parse_options(items: list[str]) -> dict[str, str]:
 
 def run_add(args: argparse.Namespace) -> int:
     from ferry.credentials import keychain
-    from ferry.credentials.sites import SiteStore, normalize_address, validate_name
+    from ferry.credentials.sites import (
+        GLOBUS_COLLECTION,
+        GLOBUS_PATH,
+        Site,
+        SiteStore,
+        globus_link,
+        normalize_address,
+        validate_name,
+    )
 
     # Check everything before asking for a password, so a typo does not cost a prompt.
     validate_name(args.name)
     normalize_address(args.address)
     options = parse_options(args.option)
+    for key, value in ((GLOBUS_COLLECTION, args.globus_collection), (GLOBUS_PATH, args.globus_path)):
+        if value is not None:
+            if key in options:
+                raise UsageError(f"--option {key} and --{key.replace('_', '-')} given together")
+            options[key] = value
+    globus_link(Site(args.name, normalize_address(args.address), options=options))
     store = SiteStore()
     if not args.replace and store.get(args.name) is not None:
         raise UsageError(f"A site named '{args.name}' already exists; use --replace to change it")

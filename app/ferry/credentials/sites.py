@@ -12,6 +12,9 @@
     identity_file = "~/.ssh/id_ed25519"
 
 ``hpc:results/run1`` then means ``sftp://alice@login.hpc.example.org/scratch/alice/results/run1``.
+An SSH or S3 site may name the Globus collection that serves the same storage (options
+``globus_collection`` and ``globus_path``, see :class:`GlobusLink`): a job between two such sites
+can then go as one Globus task.
 Options are free-form strings for the backend (``endpoint_url``, ``region``, ``identity_file``)
 and are never secrets: those live in the keychain (:mod:`ferry.credentials.keychain`), and option
 names that look like secrets are refused so a password cannot end up in this file by accident.
@@ -189,6 +192,7 @@ class SiteStore:
             description=description,
             options=MappingProxyType(_validate_options(options or {})),
         )
+        globus_link(site)  # a malformed collection or path mapping is refused before saving
         with self._locked():
             sites = self.load()
             if name in sites and not replace:
@@ -326,9 +330,11 @@ def _parse_file(raw: bytes, path: Path) -> dict[str, Site]:
         try:
             _parse_base(address)
             opts = _validate_options(options)
+            site = Site(name, address, description, MappingProxyType(opts))
+            globus_link(site)
         except UsageError as exc:
             raise fail(f"site '{name}': {exc.message}", name) from None
-        out[name] = Site(name, address, description, MappingProxyType(opts))
+        out[name] = site
     return out
 
 
@@ -394,3 +400,114 @@ def resolve_address(text: str) -> Address:
         return found
 
     return parse_address(text, sites=resolver)
+
+
+# ---- the Globus collection serving a saved SSH or S3 site's storage ----
+
+GLOBUS_COLLECTION = "globus_collection"  # option: the collection's UUID
+GLOBUS_PATH = "globus_path"  # option: SITE_PATH=COLLECTION_PATH (default: see GlobusLink)
+_UUID_RE = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+
+
+@dataclass(frozen=True)
+class GlobusLink:
+    """A saved SSH or S3 site's Globus collection and how the site's paths map onto it.
+
+    ``pairs`` are (site prefix, collection prefix). Site paths are compared in a normal form: on
+    SSH an absolute path as it is, a path relative to the login folder as ``~/path``; on S3 a key
+    as ``/key``. Without ``globus_path`` an SSH site maps every path to itself (``/`` to ``/``,
+    the login folder ``~`` to the collection's ``/~/``) and an S3 site maps key ``k`` of bucket
+    ``b`` to ``/b/k`` (how a Globus S3 collection shows its buckets). A path outside every pair,
+    or with a ``..`` in it, has no collection path (None)."""
+
+    site: str
+    scheme: str
+    collection: str
+    pairs: tuple[tuple[str, str], ...]
+
+    def to_collection(self, path: str) -> str | None:
+        """The collection path of a site path (as a job records it), or None outside the mapping."""
+        norm = self._site_form(path)
+        if norm is None:
+            return None
+        best = max((sp for sp, _cp in self.pairs if _under(norm, sp)), key=len, default=None)
+        if best is None:
+            return None
+        return _join(dict(self.pairs)[best], _rest(norm, best))
+
+    def covers(self, path: str) -> int | None:
+        """How specific the mapping of ``path`` is (the matching site prefix's length), None if
+        outside: of two sites on one host the longer prefix serves a path."""
+        norm = self._site_form(path)
+        if norm is None:
+            return None
+        return max((len(sp) for sp, _cp in self.pairs if _under(norm, sp)), default=None)
+
+    def from_collection(self, path: str) -> str | None:
+        """The site path (as a job records it) of a collection path, or None outside the mapping."""
+        for sp, cp in sorted(self.pairs, key=lambda p: -len(p[1])):
+            if _under(path, cp.rstrip("/") or "/"):
+                site = _join(sp, _rest(path, cp.rstrip("/") or "/"))
+                if self.scheme == "s3":
+                    return site.lstrip("/")
+                if site == "~" or site.startswith("~/"):
+                    return site[2:]
+                return site
+        return None
+
+    def _site_form(self, path: str) -> str | None:
+        if ".." in path.split("/"):
+            return None
+        if self.scheme == "s3":
+            return "/" + path.lstrip("/")
+        if path.startswith("/"):
+            return path.rstrip("/") or "/"
+        clean = path.strip("/")
+        return "~/" + clean if clean and clean != "." else "~"
+
+
+def _under(path: str, prefix: str) -> bool:
+    if prefix == "/":
+        return path.startswith("/")
+    return path == prefix or path.startswith(prefix + "/")
+
+
+def _rest(path: str, prefix: str) -> str:
+    return path[len(prefix) :].strip("/") if prefix != "/" else path.strip("/")
+
+
+def _join(prefix: str, rest: str) -> str:
+    base = prefix.rstrip("/") or "/"
+    if not rest:
+        return "/~/" if base == "/~" else base
+    return f"{base}/{rest}" if base != "/" else f"/{rest}"
+
+
+def globus_link(site: Site) -> GlobusLink | None:
+    """The site's Globus collection and path mapping, None when it names none; UsageError (one
+    line) for a malformed one."""
+    opts = site.options
+    collection = opts.get(GLOBUS_COLLECTION, "").strip()
+    mapping = opts.get(GLOBUS_PATH, "").strip()
+    if not collection:
+        if mapping:
+            raise UsageError(f"{GLOBUS_PATH} needs {GLOBUS_COLLECTION} (the collection's UUID)")
+        return None
+    if not _UUID_RE.fullmatch(collection):
+        raise UsageError(f"{GLOBUS_COLLECTION} {collection!r} is not a Globus collection UUID")
+    base = _parse_base(site.address)
+    if base.scheme not in ("sftp", "s3"):
+        raise UsageError(f"only SSH (sftp://) and S3 sites name a Globus collection, not {base.scheme} sites")
+    if not mapping:
+        default = (("/", "/"), ("~", "/~")) if base.scheme == "sftp" else (("/", f"/{base.host}"),)
+        return GlobusLink(site.name, base.scheme, collection.lower(), default)
+    site_side, eq, coll_side = mapping.partition("=")
+    site_side, coll_side = site_side.strip(), coll_side.strip()
+    ok_site = site_side.startswith("/") or (base.scheme == "sftp" and (site_side == "~" or site_side.startswith("~/")))
+    if not eq or not ok_site or not coll_side.startswith("/") or ".." in (site_side + "/" + coll_side).split("/"):
+        raise UsageError(
+            f"{GLOBUS_PATH} {mapping!r} is not SITE_PATH=COLLECTION_PATH with both absolute "
+            "(e.g. /home/me=/~/ or ~=/~/; on S3 a key prefix such as /=/bucket)"
+        )
+    pair = (site_side.rstrip("/") or "/", coll_side.rstrip("/") or "/")
+    return GlobusLink(site.name, base.scheme, collection.lower(), (pair,))

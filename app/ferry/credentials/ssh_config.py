@@ -236,6 +236,7 @@ def is_alias(name: str) -> bool:
 
 
 SITE_OPTIONS = ("identity_file", "proxy_jump", "user", "port", "streams")  # streams: read by backends/sftp/host.py
+ANY_SITE_OPTIONS = ("globus_collection", "globus_path")  # the Globus route's (sites.GLOBUS_COLLECTION, GLOBUS_PATH)
 
 
 def apply_site(target: SshTarget, site: str, options: dict[str, str], *, user_given: bool, port_given: bool) -> None:
@@ -265,5 +266,5 @@ def apply_site(target: SshTarget, site: str, options: dict[str, str], *, user_gi
         if not raw_port.isdigit() or not 0 < int(raw_port) < 65536:
             raise UsageError(f"Site '{site}': port must be a number from 1 to 65535, not {raw_port!r}")
         target.port = int(raw_port)
-    for name in sorted(set(options) - set(SITE_OPTIONS)):
+    for name in sorted(set(options) - set(SITE_OPTIONS) - set(ANY_SITE_OPTIONS)):
         log.warning("site '%s': option %r is not used by SFTP", site, name)

@@ -28,7 +28,7 @@ reached the delegation, e.g. a sync's differences), so a restart copies the open
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -144,16 +144,22 @@ class StoreSink:
 
 
 class Delegation:
-    """A backend's :class:`~ferry.backends.base.JobDelegate`, run for the scheduler."""
+    """A backend's :class:`~ferry.backends.base.JobDelegate`, run for the scheduler. ``label``
+    names, for a job, a route that is more than "direct" (``globus cluster -> store``): the job
+    records it with its route when it runs (``direct: globus cluster -> store``)."""
 
-    def __init__(self, delegate: JobDelegate) -> None:
+    def __init__(self, delegate: JobDelegate, label: Callable[[DelegatedJob], str] | None = None) -> None:
         self.delegate = delegate
+        self.label = label
 
     def run_job(self, run: DelegatedRun) -> None:
         """Submit (or reattach to) the service's task for ``run.job`` and follow it to its end."""
         if run.job.planned and run.store.job_value(run.job.id, PLANNED_KEY) is None:
             run.store.set_job_value(run.job.id, PLANNED_KEY, "1")
-        self.delegate.run_job(delegated_job(run.job), StoreSink(run))
+        job = delegated_job(run.job)
+        if self.label is not None:
+            run.store.set_route(run.job.id, Route.DIRECT.value, self.label(job))
+        self.delegate.run_job(job, StoreSink(run))
 
 
 @dataclass(frozen=True)
@@ -189,21 +195,43 @@ def no_route_sentence(src: Backend, dst: Backend) -> str:
 def choose_route(src: Backend, dst: Backend, route: str = Route.AUTO) -> RouteChoice:
     """The route for a job from ``src`` to ``dst`` as asked (``--route``). ``relay`` never
     delegates; ``direct`` is the delegation or a :class:`UsageError` with the reason; ``auto`` is
-    the delegation where one is offered, else relay (with the reason a delegator gave)."""
+    the delegation where one is offered, else relay (with the reason a delegator gave).
+
+    The Globus route between saved sites naming collections (:mod:`ferry.backends.globus.site_route`)
+    comes first under ``auto`` (one task that runs with this computer off; between S3 buckets the
+    store's own copy comes first) and where an end is a Globus collection; under ``direct``
+    between two sites, only where no other direct route exists."""
     asked = Route(route)
     if asked is Route.RELAY:
         return RouteChoice(Route.RELAY)
+    globus, refused = _globus_site_route(src, dst)
+    # First under auto, except between S3 buckets, where the store's own copy comes first.
+    first = asked is Route.AUTO and not src.scheme == dst.scheme == "s3"
+    if globus is not None and (first or "globus" in (src.scheme, dst.scheme)):
+        return RouteChoice(Route.DIRECT, globus)
     try:
         found = _offered(src, dst)
     except NoDirectRoute as exc:
-        if asked is Route.DIRECT:
-            raise UsageError(f"--route direct: {exc.reason}") from None
-        return RouteChoice(Route.RELAY, reason=exc.reason)
+        found, refused = None, refused or exc
+    if found is None:
+        found = globus
     if found is not None:
         return RouteChoice(Route.DIRECT, found)
+    reason = refused.reason if refused is not None else None
     if asked is Route.DIRECT:
-        raise UsageError(f"--route direct: {no_route_sentence(src, dst)}")
-    return RouteChoice(Route.RELAY)
+        raise UsageError(f"--route direct: {reason or no_route_sentence(src, dst)}")
+    return RouteChoice(Route.RELAY, reason=reason)
+
+
+def _globus_site_route(src: Backend, dst: Backend) -> tuple[Delegation | None, NoDirectRoute | None]:
+    """The Globus route between sites naming collections, or why it cannot be taken now."""
+    from ferry.backends.globus.site_route import site_route
+
+    try:
+        found = site_route(src, dst)
+    except NoDirectRoute as exc:
+        return None, exc
+    return (Delegation(found, found.route_label) if found is not None else None), None
 
 
 def _offered(src: Backend, dst: Backend) -> Delegation | None:

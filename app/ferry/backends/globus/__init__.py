@@ -8,7 +8,9 @@ Modules by role, imported one way (``backend`` uses the others; none of them imp
 - ``tasks``: one delegated transfer task per Ferry job (never submitted twice), and delete tasks;
 - ``https``: bytes between this computer and a GCSv5 collection over its HTTPS server;
 - ``local``: this computer's Globus Connect Personal collection;
-- ``share``: web links, HTTPS URLs and access rules.
+- ``share``: web links, HTTPS URLs and access rules;
+- ``site_route``: the Globus route between saved SSH/S3 sites naming their collections (it uses
+  ``backend``, as this package does; nothing imports it but the route choice).
 """
 
 from __future__ import annotations
