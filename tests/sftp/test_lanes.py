@@ -121,13 +121,16 @@ def test_a_big_download_on_a_long_link_goes_over_the_connections_the_bdp_asks_fo
     # 1 MiB / 50 ms = 21 MB/s per connection: LANE_RATE needs more than MAX_CONNECTIONS
     assert plan.connections == limits.MAX_CONNECTIONS
     assert emu.stats.connections == limits.MAX_CONNECTIONS  # ...and three more, really made
-    # The next big file reuses them: no new login, and faster than one connection could be.
-    start = time.perf_counter()
-    assert download(backend, folder / "big.bin") == data
-    took = time.perf_counter() - start
+    # The next big files reuse them: no new login, and faster than one connection could be
+    # (the quicker of two: load from other processes can only slow a run down).
+    took = []
+    for _ in range(2):
+        start = time.perf_counter()
+        assert download(backend, folder / "big.bin") == data
+        took.append(time.perf_counter() - start)
     assert emu.stats.connections == limits.MAX_CONNECTIONS
     one_connection = SIZE / (WINDOW / RTT)  # 1.2 s: the least one connection could take
-    assert took < 0.75 * one_connection, (took, one_connection)
+    assert min(took) < 0.75 * one_connection, (took, one_connection)
 
 
 def test_a_big_upload_on_a_long_link_goes_over_several_connections_and_lands_exact(

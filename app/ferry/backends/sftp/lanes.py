@@ -149,6 +149,7 @@ class Lanes:
         self._lock = threading.Lock()
         self._pools: list[ChannelPool] = []
         self._rtt: float | None = None
+        self._closed = False  # the host logged out: no new connection
 
     def possible(self) -> bool:
         t = self.primary.target
@@ -174,6 +175,8 @@ class Lanes:
         channels cost 2.7 s at 150 ms); a connection or channel that cannot be made is left out
         (logged). Each channel is tagged with its pool, which ``ChannelPool.give_back`` honours."""
         with self._lock:
+            if self._closed:
+                return []
             while len(self._pools) < n:
                 pool = ChannelPool(LaneConnection(self.primary))
                 pool.connection._on_login = pool.renew  # a dropped lane logs in again as new
@@ -195,6 +198,7 @@ class Lanes:
 
     def close(self) -> None:
         with self._lock:
+            self._closed = True
             pools, self._pools = self._pools, []
         for pool in pools:
             pool.close()
