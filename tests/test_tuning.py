@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -167,3 +168,28 @@ def test_gate_limits_holders_and_follows_a_new_limit() -> None:
     for t in threads:
         t.join(5)
     assert inside == 0
+
+
+def test_every_choice_names_a_step_other_than_the_one_kept() -> None:
+    # A noisy link (+-40 % per measurement): whatever path the tuner takes, a "was no faster" or
+    # "was slower" names the other setting it measured, never the one it keeps (a probe up that
+    # paid once led to the same setting being judged against itself).
+    for seed in range(100):
+        rng = random.Random(seed)
+        clock = Clock()
+        tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
+        made = []
+        files = 0.0
+        tuner.observe(0, 0, active=tuner.limit)
+        while clock.t < 60:
+            clock.t += STEP
+            files += long_link(tuner.limit) * rng.uniform(0.6, 1.4) * STEP
+            choice = tuner.observe(int(files * 16384), int(files), active=tuner.limit)
+            if choice is not None:
+                made.append(choice)
+                assert choice.files == tuner.limit
+        for c in made:
+            if c.why in (Why.PLATEAU, Why.FELL):
+                assert c.tried is not None and c.kept is not None, c
+                assert c.tried.files != c.files and c.kept.files == c.files, (seed, c)
+        assert 1 <= tuner.limit <= AUTO_MAX

@@ -214,14 +214,18 @@ class Tuner:
         self.gate.set_limit(choice.files)
         return choice
 
+    def _step_up(self, m: Measure, ceiling: int, why: Why) -> Choice:
+        """``m`` is the best so far: double from it (slow start), or stop at the ceiling."""
+        self._best = m
+        self._growing = m.files < ceiling
+        if not self._growing:
+            return self._choose(Choice(ceiling, Why.CEILING, m))
+        return self._choose(Choice(min(ceiling, m.files * 2), why, m, m))
+
     def _grow(self, m: Measure, ceiling: int) -> Choice:
         best = self._best
         if best is None or m.units >= best.units * GROW:
-            self._best = m
-            if m.files >= ceiling:
-                self._growing = False
-                return self._choose(Choice(ceiling, Why.CEILING, m))
-            return self._choose(Choice(min(ceiling, m.files * 2), Why.ROSE if best else Why.MEASURING, m, m))
+            return self._step_up(m, ceiling, Why.ROSE if best else Why.MEASURING)
         self._growing = False
         if m.units < best.units * FALL:
             return self._choose(Choice(best.files, Why.FELL, best, m))
@@ -234,11 +238,11 @@ class Tuner:
         if held is not None:  # this measurement judged a probe
             self._probe_from = None
             up = m.files > held.files
-            if (up and m.units >= held.units * PROBE_GAIN) or (not up and m.units >= held.units * FALL):
+            if up and m.units >= held.units * PROBE_GAIN:
+                return self._step_up(m, ceiling, Why.ROSE)  # a probe up that paid: grow on from there
+            if not up and m.units >= held.units * FALL:  # as fast with fewer: keep fewer
                 self._best = m
-                self._growing = up  # a probe up that paid: grow on from there
-                why = Why.ROSE if up else Why.PLATEAU
-                return self._choose(Choice(m.files, why, m, held if not up else m))
+                return self._choose(Choice(m.files, Why.PLATEAU, m, held))
             self._best = held
             why = Why.FELL if m.units < held.units * FALL else Why.PLATEAU
             return self._choose(Choice(held.files, why, held, m))
