@@ -235,3 +235,46 @@ def test_s3_site_to_ssh_site_maps_keys_under_the_bucket(
     assert fake.get(hpc, "/scratch/run42/sub/b.bin") == FILES["run42/sub/b.bin"]
     result = result_event(res.stdout)
     assert (result["route"], result["route_reason"]) == ("direct", "globus lake -> hpc"), result
+
+
+def test_sync_between_sites_is_one_globus_task_with_the_sync_level(
+    tmp_path: Path, sshd: SshServer, globus_server: FakeGlobusServer
+) -> None:
+    fake = globus_server.fake
+    ferry = _ferry(tmp_path, sshd, globus_server)
+    _ra, rb, a, b = _two_sites(ferry, sshd, fake)
+    (rb / "mirror").mkdir()
+    (rb / "mirror" / "extra.txt").write_bytes(b"not in the source")
+    sshd.chown(rb)
+    fake.put(b, "/proj/mirror", None)
+    res = ferry("sync", "--json", "--delete", "--max-delete", "1", "cluster:run42", "store:mirror")
+    assert res.returncode == 0, describe(res)
+    tasks = _transfers(fake)
+    assert len(tasks) == 1, tasks
+    task = tasks[0]
+    assert (task["source_endpoint"], task["destination_endpoint"]) == (a, b)
+    items = [(i["source_path"], i["destination_path"]) for i in task["DATA"]]  # type: ignore[attr-defined]
+    assert items == [("/data/run42", "/proj/mirror")], items
+    assert task["sync_level"] in (2, "mtime"), task
+    assert fake.get(b, "/proj/mirror/sub/b.bin") == FILES["run42/sub/b.bin"]
+    assert not (rb / "mirror" / "a.txt").exists()  # nothing went through Ferry
+    # --delete is Ferry's, made after the task verified every file: level service, not refused.
+    result = result_event(res.stdout)
+    assert (result["route_reason"], result["deleted"], result.get("refused")) == ("globus cluster -> store", 1, None)
+    assert not (rb / "mirror" / "extra.txt").exists()
+
+
+def test_sync_with_a_path_outside_the_mapping_relays_saying_why(
+    tmp_path: Path, sshd: SshServer, globus_server: FakeGlobusServer
+) -> None:
+    fake = globus_server.fake
+    ferry = _ferry(tmp_path, sshd, globus_server)
+    _ra, rb, _a, _b = _two_sites(ferry, sshd, fake, cluster_map="/elsewhere=/data")
+    res = ferry("sync", "--json", "cluster:run42", "store:mirror")
+    assert res.returncode == 0, describe(res)
+    assert _transfers(fake) == []
+    result = result_event(res.stdout)
+    assert result["route"] == "relay", result
+    assert "is outside the folders saved sites map to Globus (cluster: /elsewhere" in str(result["route_reason"])
+    for rel, data in FILES.items():
+        assert (rb / "mirror" / rel.split("/", 1)[1]).read_bytes() == data

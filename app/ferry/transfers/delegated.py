@@ -223,6 +223,12 @@ def choose_route(src: Backend, dst: Backend, route: str = Route.AUTO) -> RouteCh
     return RouteChoice(Route.RELAY, reason=reason)
 
 
+def globus_site_route(src: Backend, dst: Backend) -> Delegation | None:
+    """The Globus route between two saved sites naming collections (or such a site and a
+    collection) when it can be taken now, else None (relay, or another route)."""
+    return _globus_site_route(src, dst)[0]
+
+
 def _globus_site_route(src: Backend, dst: Backend) -> tuple[Delegation | None, NoDirectRoute | None]:
     """The Globus route between sites naming collections, or why it cannot be taken now."""
     from ferry.backends.globus.site_route import site_route

@@ -31,7 +31,7 @@ from ferry.core.cancel import CancelToken
 from ferry.core.errors import NotFound, UsageError
 from ferry.core.outcomes import SkipReason
 from ferry.transfers.compare import By, Item, Side, State, Totals, compare, open_side, sorted_walk
-from ferry.transfers.delegated import find_delegation
+from ferry.transfers.delegated import find_delegation, globus_site_route
 from ferry.transfers.options import JobOptions, Route
 from ferry.transfers.planner import Root, folds_case, mtime_us, unsafe_reason
 from ferry.transfers.store import NewTask, Store, runner_id
@@ -429,6 +429,14 @@ def _globus_delegated(pool: BackendPool, src: Address, dst: Address, options: Jo
     return find_delegation(pool.get(src), pool.get(dst)) is not None
 
 
+def _globus_sites(pool: BackendPool, src: Address, dst: Address, options: JobOptions) -> bool:
+    """Whether this sync runs as one Globus task between saved SSH/S3 sites naming the collections
+    that serve them (the Globus route, see backends/globus/site_route.py)."""
+    if options.route is Route.RELAY or "globus" in (src.scheme, dst.scheme) or src.scheme == dst.scheme == "s3":
+        return False  # (between buckets the store's own copy of the differences comes first)
+    return globus_site_route(pool.get(src), pool.get(dst)) is not None
+
+
 def sync_route(src: Address, dst: Address, options: JobOptions, *, globus: bool = False) -> JobOptions:
     """The options a sync job runs with: S3 server-side copy goes direct, as it copies the sync's
     own rows, and so does a sync between Globus collections (``globus``: one task with the sync
@@ -462,7 +470,7 @@ def queue_sync(
     finds them, ``check`` may refuse the whole plan (the job is removed), and a plan with copies
     is started as this process's job. (plan, job id), or (plan, None) when nothing is to copy."""
     sides(pool, src, dst)  # bad input before the job exists
-    globus = _globus_delegated(pool, src, dst, options)
+    globus = _globus_delegated(pool, src, dst, options) or _globus_sites(pool, src, dst, options)
     options = sync_route(src, dst, options, globus=globus)
     new = new_sync_job(store, src, dst, sync_root(pool, src, dst), options)
     if globus:

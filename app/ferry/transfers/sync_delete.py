@@ -39,11 +39,19 @@ def deletion_refusal(store: Store, job_id: int, options: JobOptions, *, ending: 
             "unfinished): nothing was deleted"
         )
     need = Level.CHECKSUM if options.hash_algo else Level.SIZE
-    if need is Level.CHECKSUM and job.route == "direct" and parse_address(job.dest).scheme == "globus":
+    if need is Level.CHECKSUM and job.route == "direct" and _globus_task(store, job_id, job.dest):
         need = Level.SERVICE  # Globus moved and checked the bytes (a Globus sync): its check is the one there is
     if counts.below(need):
         return f"{counts.below(need)} copies were checked less than {need.value}: nothing was deleted"
     return None
+
+
+def _globus_task(store: Store, job_id: int, dest: str) -> bool:
+    """Whether a Globus task moved the job's bytes: a collection's, or one between saved sites
+    naming their collections (the job keeps the task's id)."""
+    from ferry.backends.globus.tasks import KEY_TASK
+
+    return parse_address(dest).scheme == "globus" or store.job_value(job_id, KEY_TASK) is not None
 
 
 @dataclass
