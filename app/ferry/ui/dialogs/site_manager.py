@@ -36,7 +36,7 @@ from ferry.backends.sftp.auth import Authenticator
 from ferry.core.address import Address, parse_address
 from ferry.core.errors import AuthError, FerryError, UsageError, describe
 from ferry.credentials import keychain
-from ferry.credentials.sites import Site, SiteStore
+from ferry.credentials.sites import GLOBUS_COLLECTION, GLOBUS_PATH, Site, SiteStore
 
 KINDS = (("sftp", "SFTP (SSH)"), ("s3", "S3 bucket"), ("globus", "Globus collection"), ("local", "Local folder"))
 
@@ -130,6 +130,7 @@ class SiteManagerDialog(QDialog):
         f.addRow("Jump host:", self.jump)
         f.addRow("Folder:", self.sftp_path)
         f.addRow("Password:", self.password)
+        self.sftp_globus, self.sftp_globus_path = _globus_lines(f, "/home/me=/~/")
         # How these combine with ssh_config, which the backend also follows (like ssh -i / -J / -l / -p).
         sftp_note = QLabel(
             "Your ~/.ssh/config still applies; a key file or jump host set here takes precedence, as "
@@ -158,6 +159,7 @@ class SiteManagerDialog(QDialog):
         f.addRow("Region:", self.region)
         f.addRow("Access key:", self.access_key)
         f.addRow("Secret key:", self.secret_key)
+        self.s3_globus, self.s3_globus_path = _globus_lines(f, "/=/BUCKET/")
         self.pages.addWidget(p)
         # Globus
         p = QWidget()
@@ -273,6 +275,10 @@ class SiteManagerDialog(QDialog):
             self.collection,
             self.globus_path,
             self.local_path,
+            self.sftp_globus,
+            self.sftp_globus_path,
+            self.s3_globus,
+            self.s3_globus_path,
         ):
             w.clear()
         self.port.setValue(22)
@@ -295,6 +301,8 @@ class SiteManagerDialog(QDialog):
             self.sftp_path.setText(a.path)
             self.key.setText(opts.get("identity_file", ""))
             self.jump.setText(opts.get("proxy_jump", ""))
+            self.sftp_globus.setText(opts.get(GLOBUS_COLLECTION, ""))
+            self.sftp_globus_path.setText(opts.get(GLOBUS_PATH, ""))
         elif kind == "s3":
             self.bucket.setText(a.host)
             self.prefix.setText(a.path.lstrip("/"))
@@ -302,6 +310,8 @@ class SiteManagerDialog(QDialog):
             self.endpoint.setText(opts.get("endpoint_url", ""))
             self.region.setText(opts.get("region", ""))
             self.access_key.setText(opts.get("access_key_id", ""))
+            self.s3_globus.setText(opts.get(GLOBUS_COLLECTION, ""))
+            self.s3_globus_path.setText(opts.get(GLOBUS_PATH, ""))
         elif kind == "globus":
             self.collection.setText(a.host)
             self.globus_path.setText(a.path)
@@ -333,7 +343,14 @@ class SiteManagerDialog(QDialog):
             (f"{user}@" if user else "") + (f"[{host}]" if ":" in host else host) + (f":{port}" if port != 22 else "")
         )
         address = f"sftp://{netloc}" + (("" if path.startswith("/") else "/~/") + path if path else "")
-        opts = _filled((("identity_file", self.key), ("proxy_jump", self.jump)))
+        opts = _filled(
+            (
+                ("identity_file", self.key),
+                ("proxy_jump", self.jump),
+                (GLOBUS_COLLECTION, self.sftp_globus),
+                (GLOBUS_PATH, self.sftp_globus_path),
+            )
+        )
         secrets = {"password": self.password.text()} if self.password.text() else {}
         return address, opts, secrets
 
@@ -349,6 +366,8 @@ class SiteManagerDialog(QDialog):
                 ("endpoint_url", self.endpoint),  # option names as the S3 backend's client reads them
                 ("region", self.region),
                 ("access_key_id", self.access_key),
+                (GLOBUS_COLLECTION, self.s3_globus),
+                (GLOBUS_PATH, self.s3_globus_path),
             )
         )
         # The site's secret: the S3 secret key.
@@ -629,6 +648,19 @@ class _TypedPassword(Authenticator):
             raise AuthError(f"Login to {self.title} failed: wrong password") from exc
         if not transport.is_authenticated():
             raise AuthError(f"Login to {self.title} failed")
+
+
+def _globus_lines(form: QFormLayout, mapping_example: str) -> tuple[QLineEdit, QLineEdit]:
+    """The Globus collection serving an SSH or S3 site, and where the site's paths are on it: a
+    job between two such sites can go as one Globus task (docs/globus.md)."""
+    collection = _line(
+        "collection UUID (optional)",
+        "The Globus collection serving this site's storage: copies between two such sites go as one Globus task",
+    )
+    mapping = _line(f"{mapping_example} (optional)", "SITE_PATH=COLLECTION_PATH: where this site's paths are on it")
+    form.addRow("Globus collection:", collection)
+    form.addRow("Globus path:", mapping)
+    return collection, mapping
 
 
 def _filled(fields: tuple[tuple[str, QLineEdit], ...]) -> dict[str, str]:
