@@ -278,3 +278,36 @@ def test_sync_with_a_path_outside_the_mapping_relays_saying_why(
     assert "is outside the folders saved sites map to Globus (cluster: /elsewhere" in str(result["route_reason"])
     for rel, data in FILES.items():
         assert (rb / "mirror" / rel.split("/", 1)[1]).read_bytes() == data
+
+
+def test_the_task_goes_on_with_ferry_gone_and_the_next_run_reattaches(
+    tmp_path: Path, sshd: SshServer, globus_server: FakeGlobusServer
+) -> None:
+    fake = globus_server.fake
+    ferry = _ferry(tmp_path, sshd, globus_server)
+    _ra, rb, _a, b = _two_sites(ferry, sshd, fake)
+    fake.task_script = ["ACTIVE"]
+    ferry.ok("queue", "add", "-r", "--on-conflict", "overwrite", "cluster:run42", "store:")
+    # A runner submits the task, then goes away (the laptop closes): the service keeps working.
+    proc = ferry.popen("queue", "run", "--json")
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if '"event": "job"' in line and "submitted" in line:
+            break
+    proc.terminate()
+    proc.communicate(timeout=60)
+    (task,) = fake.tasks.values()
+    assert task.status == "ACTIVE"
+    task.script, task.polls = ["SUCCEEDED"], 0  # it finishes while Ferry is away
+    ferry.ok("queue", "run")
+    assert len(fake.tasks) == 1  # reattached, never submitted twice
+    assert fake.get(b, "/proj/run42/a.txt") == FILES["run42/a.txt"]
+    show = ferry.ok("queue", "show", "1", "--files")
+    assert "route:    direct: globus cluster -> store" in show.stdout, show.stdout
+    assert "files:    2 done, 0 skipped, 0 failed, 0 to go" in show.stdout, show.stdout
+    store = Store(tmp_path / "data" / "queue.db")
+    try:
+        rows = {t.dst: t.state for t in store.tasks(1) if t.kind == "file"}
+    finally:
+        store.close()
+    assert rows == {str(rb / rel): "done" for rel in FILES}, rows
