@@ -663,3 +663,53 @@ def test_a_direct_multipart_upload_killed_mid_file_keeps_its_parts_on_the_next_r
     assert "s3-multipart-etag" in event["evidence"], event
     assert f"{len(kept)} kept from an earlier run" in event["verified"], event
     assert client.list_multipart_uploads(Bucket=bucket).get("Uploads", []) == []
+
+
+def test_ask_on_the_direct_route_fails_a_differing_file_as_a_conflict_said_once_and_sends_nothing(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    """``--on-conflict ask`` (the default) where the host runs the copy: no one can be asked, so a
+    file that differs from the one already there fails by the typed kind ``conflict`` (as on the
+    relay with no one to ask), stays as it was, and the summary says it in one line; the same file
+    already there is done; ``queue retry --on-conflict overwrite`` then sends it."""
+    server = host()
+    log = host_bin(server) / "curl.log"
+    bucket = moto.new_bucket()
+    client = moto.client()
+    remote = server.mkdir()
+    folder = remote / "run"
+    folder.mkdir()
+    (folder / "same.txt").write_bytes(b"same\n")
+    (folder / "changed.txt").write_bytes(b"new\n")
+    server.chown(folder)
+    client.put_object(Bucket=bucket, Key="run/same.txt", Body=b"same\n")
+    client.put_object(Bucket=bucket, Key="run/changed.txt", Body=b"old\n")
+    ferry = ferry_for(server, moto, tmp_path)
+    res = ferry("cp", "-r", "--json", "--route", "direct", url(server, str(folder)), f"s3://{bucket}/")
+    assert res.returncode == 1, describe(res)
+    assert result_event(res.stdout)["route"].startswith("direct"), res.stdout
+    files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert files["same.txt"]["state"] == "done" and files["same.txt"]["level"] == "checksum", files
+    assert files["changed.txt"]["state"] == "failed" and files["changed.txt"]["error_kind"] == "conflict", files
+    assert bucket_files(moto, bucket, "run/") == {"same.txt": b"same\n", "changed.txt": b"old\n"}
+    assert [line for line in log.read_text().splitlines() if " -T " in line] == []  # nothing sent
+    # Without --json: one line for the conflicts, and how to decide.
+    res = ferry("cp", "-r", "--route", "direct", url(server, str(folder)), f"s3://{bucket}/")
+    assert res.returncode == 1, describe(res)
+    out = res.stdout + res.stderr
+    assert "1 file(s) differ from what is already at the destination; choose with --on-conflict" in out, out
+    assert "failed: changed.txt" not in out, out  # not listed file by file
+    ferry.ok("queue", "retry", "2", "--on-conflict", "overwrite")
+    ferry("queue", "run")  # exit 1: job 1 (the --json run) is still failed
+    assert ferry.job(2)["state"] == "done"
+    assert bucket_files(moto, bucket, "run/") == {"same.txt": b"same\n", "changed.txt": b"new\n"}
+    # The other way: a file on the host that differs from the object stays, failed as a conflict.
+    dest = server.mkdir()
+    (dest / "run").mkdir()
+    (dest / "run" / "changed.txt").write_bytes(b"local\n")
+    server.chown(dest)
+    res = ferry("cp", "-r", "--json", "--route", "direct", f"s3://{bucket}/run", url(server, f"{dest}/"))
+    assert res.returncode == 1, describe(res)
+    files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
+    assert files["changed.txt"]["error_kind"] == "conflict" and files["same.txt"]["state"] == "done", files
+    assert (dest / "run" / "changed.txt").read_bytes() == b"local\n"

@@ -754,9 +754,11 @@ class DelegationSink(Protocol):
         *,
         verification: Verification | None = None,
         error: str | None = None,
+        error_kind: str | None = None,
     ) -> None:
         """Record ``rows`` (added where missing) and end the open ones among them: done as
-        ``verification`` says, or failed or cancelled with ``error`` (the service's words)."""
+        ``verification`` says, or failed or cancelled with ``error`` (the service's words) and
+        ``error_kind`` (a :class:`~ferry.core.errors.FerryError` ``kind``; else "error")."""
         ...
 
     def job_changed(self, message: str) -> None:

@@ -65,6 +65,15 @@ class AlreadyExists(FerryError, FileExistsError):
     action = Action.CHOOSE_POLICY
 
 
+class ConflictUnanswered(AlreadyExists):
+    """A file that differs from the one already at the destination, with no one to ask (``ask``
+    without a terminal or window, or on a route that runs elsewhere: a host's direct copy).
+    Counted by this kind, so a front end says it once for all."""
+
+    kind = "conflict"
+    action = Action.CHOOSE_POLICY
+
+
 class NotADirectory(FerryError, NotADirectoryError):
     kind = "not-a-directory"
 

@@ -107,6 +107,7 @@ class StoreSink:
         *,
         verification: Verification | None = None,
         error: str | None = None,
+        error_kind: str | None = None,
     ) -> None:
         """Insert rows (ignored where they exist) and finish the open ones among them. With
         ``QUEUED`` only insert (a delegation recording its plan). A row whose ``dst`` differs from
@@ -121,14 +122,19 @@ class StoreSink:
             return
         wanted = {r.src: r for r in rows}
         finished = [t for t in store.tasks(job_id, states=_OPEN) if t.src in wanted]
-        results = [self._result(t, wanted[t.src], state, verification, error) for t in finished]
+        results = [self._result(t, wanted[t.src], state, verification, error, error_kind) for t in finished]
         store.finish_tasks(results)
         for task, res in zip(finished, results, strict=True):
             self.run.listener.task_finished(job_id, task, res)
 
     @staticmethod
     def _result(
-        t: Task, row: DelegatedRow, state: TaskState, verification: Verification | None, error: str | None
+        t: Task,
+        row: DelegatedRow,
+        state: TaskState,
+        verification: Verification | None,
+        error: str | None,
+        error_kind: str | None = None,
     ) -> TaskResult:
         if state is TaskState.DONE:
             v = verification or NOT_VERIFIED
@@ -137,7 +143,7 @@ class StoreSink:
         if state is TaskState.SKIPPED:
             why = error or "kept the existing file"
             return TaskResult(t.id, "skipped", t.attempts + 1, verified=why, error=why, skip_reason=SkipReason.POLICY)
-        return TaskResult(t.id, state.value, t.attempts + 1, error_kind="error", error=error)
+        return TaskResult(t.id, state.value, t.attempts + 1, error_kind=error_kind or "error", error=error)
 
     def job_changed(self, message: str) -> None:
         self.run.listener.job_changed(self.run.job.id, "running", message)

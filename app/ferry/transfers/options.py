@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from ferry.core.errors import Action, AlreadyExists, UsageError
+from ferry.core.errors import ConflictUnanswered as ConflictUnanswered  # defined in core: backends raise it too
+from ferry.core.errors import UsageError
 from ferry.core.hashing import VERIFY_MODES, VerifyMode
 
 
@@ -42,14 +43,6 @@ CONFLICT_ANSWER_KEY = "conflict_answer"
 
 # What the person chooses from when ask meets a file that differs (said once per run, not per file).
 CHOOSE_POLICY_HINT = "--on-conflict skip|overwrite|newer|different|rename"
-
-
-class ConflictUnanswered(AlreadyExists):
-    """A file that differs from the one already at the destination, with no one to ask (``ask``
-    without a terminal or window). Counted by this kind, so a front end says it once for all."""
-
-    kind = "conflict"
-    action = Action.CHOOSE_POLICY
 
 
 class Route(StrEnum):

@@ -234,9 +234,10 @@ class _MappedSink:
         *,
         verification: Verification | None = None,
         error: str | None = None,
+        error_kind: str | None = None,
     ) -> None:
         back = [replace(r, src=self.src.back(r.src), dst=self.dst.back(r.dst)) for r in rows]
-        self.inner.finish_rows(back, state, verification=verification, error=error)
+        self.inner.finish_rows(back, state, verification=verification, error=error, error_kind=error_kind)
 
     def job_changed(self, message: str) -> None:
         self.inner.job_changed(message)

@@ -58,7 +58,16 @@ from ferry.backends.base import (
     temp_name,
 )
 from ferry.backends.sftp.shell import RemoteShell
-from ferry.core.errors import AlreadyExists, Cancelled, ChecksumMismatch, FerryError, NotFound, Transient, Unsupported
+from ferry.core.errors import (
+    AlreadyExists,
+    Cancelled,
+    ChecksumMismatch,
+    ConflictUnanswered,
+    FerryError,
+    NotFound,
+    Transient,
+    Unsupported,
+)
 from ferry.core.outcomes import FOLDER, Evidence, Level, TaskState, Verification
 
 DEFAULT_TTL = 600  # seconds a signed URL lasts
@@ -218,6 +227,7 @@ class _Outcome:
     verification: Verification | None = None
     error: str | None = None
     moved: int = 0  # bytes the host sent or received
+    error_kind: str | None = None  # the FerryError's kind, for a failure
 
 
 @dataclass
@@ -315,14 +325,16 @@ class HostS3Route:
             try:
                 root = self.src.stat(src_path)
             except FerryError as exc:
-                sink.finish_rows([DelegatedRow("file", src_path, dst_path, rel)], TaskState.FAILED, error=exc.message)
+                failed = DelegatedRow("file", src_path, dst_path, rel)
+                sink.finish_rows([failed], TaskState.FAILED, error=exc.message, error_kind=exc.kind)
                 continue
             try:
                 items = [("", root)] if not root.is_dir else [("", root), *self.src.walk(src_path, sink.cancel)]
             except Cancelled:
                 return
             except FerryError as exc:
-                sink.finish_rows([DelegatedRow("dir", src_path, dst_path, rel)], TaskState.FAILED, error=exc.message)
+                failed = DelegatedRow("dir", src_path, dst_path, rel)
+                sink.finish_rows([failed], TaskState.FAILED, error=exc.message, error_kind=exc.kind)
                 continue
             for sub, entry in items:
                 if sink.cancel.cancelled:
@@ -346,7 +358,7 @@ class HostS3Route:
             # store keeps them, so an empty folder is not lost).
             writer.mkdir(row.dst, parents=True, exist_ok=True)
         except FerryError as exc:
-            sink.finish_rows([row], TaskState.FAILED, error=exc.message)
+            sink.finish_rows([row], TaskState.FAILED, error=exc.message, error_kind=exc.kind)
             return
         sink.finish_rows([row], TaskState.DONE, verification=FOLDER)
 
@@ -358,7 +370,9 @@ class HostS3Route:
             if out.state is TaskState.QUEUED:
                 unstarted.append(out.row)
                 continue
-            sink.finish_rows([out.row], out.state, verification=out.verification, error=out.error)
+            sink.finish_rows(
+                [out.row], out.state, verification=out.verification, error=out.error, error_kind=out.error_kind
+            )
             if out.state is TaskState.DONE:
                 sink.accounting.add_bytes(out.row.size or out.moved)
             skipped = out.row.size or 0 if out.state is TaskState.SKIPPED else 0
@@ -375,7 +389,7 @@ class HostS3Route:
                 return self._upload(job, sink, row, entry)
             return self._download(job, writer, row, entry)
         except FerryError as exc:
-            return _Outcome(row, TaskState.FAILED, error=redact(exc.message))
+            return _Outcome(row, TaskState.FAILED, error=redact(exc.message), error_kind=exc.kind)
         except Exception as exc:  # a bug or a library's surprise: this file fails, the job goes on
             return _Outcome(row, TaskState.FAILED, error=redact(f"{type(exc).__name__}: {exc}"))
 
@@ -603,6 +617,13 @@ class HostS3Route:
                 return None
         if policy == "rename":
             raise Unsupported("the direct route cannot keep both copies under a new name (--on-conflict rename)")
+        if policy == "ask":
+            # The host runs the copy, and Ferry's run has no one to ask on its behalf: as the relay
+            # does with no one to ask, the file fails by this kind (counted, said once) and stays.
+            raise ConflictUnanswered(
+                f"{self.dst.display(row.dst)} exists and differs from the source, and a direct copy cannot stop "
+                "to ask (retry with --on-conflict skip|overwrite|newer|different)"
+            )
         return _Outcome(row, TaskState.SKIPPED, error=f"kept: {self.dst.display(row.dst)} already exists")
 
     # ---- download: S3 to host ----

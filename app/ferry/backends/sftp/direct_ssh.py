@@ -24,9 +24,18 @@ from __future__ import annotations
 import posixpath
 import shlex
 import threading
-from typing import Any, cast
+from typing import cast
 
-from ferry.backends.base import Backend, DelegatedJob, DelegatedRow, Entry, NoDirectRoute, UrlSigner, temp_name
+from ferry.backends.base import (
+    Backend,
+    DelegatedJob,
+    DelegatedRow,
+    DelegationSink,
+    Entry,
+    NoDirectRoute,
+    UrlSigner,
+    temp_name,
+)
 from ferry.backends.sftp.direct import _IN_PLACE, HostS3Route, HostTools, _Outcome, redact
 from ferry.backends.sftp.shell import RemoteShell
 from ferry.core.errors import AlreadyExists, ChecksumMismatch, FerryError, NotFound, Transient
@@ -108,13 +117,15 @@ class HostHostRoute(HostS3Route):
     def route(self) -> str:
         return f"direct: {self.src.address.host} → {self.dst.address.host}"
 
-    def _one_file(self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry, cancel: Any) -> _Outcome:
-        if cancel.cancelled:
+    def _one_file(
+        self, job: DelegatedJob, writer: Backend, row: DelegatedRow, entry: Entry, sink: DelegationSink
+    ) -> _Outcome:
+        if sink.cancel.cancelled:
             return _Outcome(row, TaskState.QUEUED)
         try:
             return self._copy(job, writer, row, entry)
         except FerryError as exc:
-            return _Outcome(row, TaskState.FAILED, error=redact(exc.message))
+            return _Outcome(row, TaskState.FAILED, error=redact(exc.message), error_kind=exc.kind)
         except Exception as exc:  # a bug or a library's surprise: this file fails, the job goes on
             return _Outcome(row, TaskState.FAILED, error=f"{type(exc).__name__}: {exc}")
 
