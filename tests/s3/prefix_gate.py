@@ -91,6 +91,8 @@ class PrefixGate(LoopbackProxy):
         with self._lock:
             self.requests.append(seen)
         refuse = seen.listing and seen.bucket == self.bucket and seen.outside(self.bucket, self.prefix)
+        # HeadBucket needs s3:ListBucket, whose s3:prefix condition a HEAD cannot meet: AWS says 403.
+        refuse = refuse or (method == "HEAD" and not seen.key and seen.bucket == self.bucket)
         refuse = refuse or (self.ignore_conditions and method == "DELETE" and "versionId" in seen.query)
         if refuse:
             with self._lock:

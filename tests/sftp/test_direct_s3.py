@@ -30,6 +30,7 @@ from ferry.backends.base import NoDirectRoute
 from ferry.backends.sftp.direct import forget_probes
 from helpers import Ferry, describe, file_events, result_event, stop
 from s3.conftest import make_backend
+from s3.prefix_gate import PrefixGate
 from s3.servers import S3Server, shared_server
 from sftp.conformance_site import sftp_backend
 from sftp.tcp_proxy import TcpProxy
@@ -713,3 +714,42 @@ def test_ask_on_the_direct_route_fails_a_differing_file_as_a_conflict_said_once_
     files = {Path(k).name: v for k, v in file_events(res.stdout).items() if v.get("kind", "file") == "file"}
     assert files["changed.txt"]["error_kind"] == "conflict" and files["same.txt"]["state"] == "done", files
     assert (dest / "run" / "changed.txt").read_bytes() == b"local\n"
+
+
+def test_keys_limited_to_a_prefix_go_direct_under_it_and_are_refused_in_one_line_outside(
+    host: Callable[..., SshServer], tmp_path: Path
+) -> None:
+    """Keys limited to ``home/alice/``: a gate in front of ``rclone serve s3`` (which checks every
+    signature, pre-signed ones too) refuses, as AWS does under such a grant, a HEAD on the bucket
+    (s3:ListBucket's s3:prefix condition unmet) and a listing outside the prefix. moto with IAM
+    enforced cannot stand in: it answers every pre-signed request with HTTP 500."""
+    try:
+        store = shared_server("rclone")
+    except RuntimeError as exc:
+        pytest.skip(f"rclone S3 server unavailable: {exc}")
+    bucket, prefix = store.new_bucket(), "home/alice/"
+    gate = PrefixGate(store.port, bucket, prefix)
+    try:
+        server = host()
+        remote = server.mkdir()
+        want = seed_remote(remote / "run", server)
+        ferry = ferry_for(server, store, tmp_path, **store.env(gate.endpoint))
+        res = counting_ferry(
+            ferry, "cp", "-r", "--json", "--route", "direct", url(server, f"{remote}/run"), f"s3://{bucket}/{prefix}"
+        )
+        assert res.returncode == 0, describe(res)
+        assert byte_paths_used(res.stderr) == 0, res.stderr
+        assert result_event(res.stdout)["route"].startswith("direct"), res.stdout
+        assert bucket_files(store, bucket, f"{prefix}run/") == want
+        # Nothing asked outside the grant but the host's one probe of the bucket, which was refused.
+        assert [(r.method, r.key) for r in gate.outside()] == [("HEAD", "")], gate.outside()
+        # Outside the prefix Ferry's own check refuses the job in one line before anything is queued.
+        res = ferry("cp", "-r", "--route", "direct", url(server, f"{remote}/run"), f"s3://{bucket}/home/bob/")
+        assert res.returncode == 2, describe(res)
+        assert res.stderr.strip().splitlines() == [
+            f"ferry: Cannot write to s3://{bucket}/home/bob/: permission denied by S3 while checking "
+            f"s3://{bucket}/home/bob/"
+        ], describe(res)
+        assert bucket_files(store, bucket, "home/bob/", markers=True) == {}
+    finally:
+        gate.close()

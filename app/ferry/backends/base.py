@@ -440,6 +440,11 @@ class UrlSigner(Protocol):
         """A HEAD on the bucket: can a host reach the store, and does the store take our signature."""
         ...
 
+    def sign_list(self, path: str, seconds: int) -> SignedRequest:
+        """A listing of at most one key under ``path`` (ListObjectsV2 with that prefix): what
+        credentials limited to a prefix may do where a HEAD on the bucket is refused."""
+        ...
+
     def stored_object(self, path: str) -> StoredObject | None:
         """What the store keeps about the object at ``path`` (a HEAD), None when there is none."""
         ...
@@ -506,10 +511,12 @@ _MEMBERS: dict[type, tuple[str, ...]] = {
         "sign_put",
         "sign_get",
         "sign_probe",
+        "sign_list",
         "stored_object",
         "store_checks",
         "start_upload",
         "sign_part",
+        "uploaded_parts",
         "complete_upload",
         "abort_upload",
     ),

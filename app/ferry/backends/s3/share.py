@@ -148,6 +148,10 @@ class DirectUrls:
     def sign_probe(self, seconds: int) -> SignedRequest:
         return SignedRequest("HEAD", self._signed("head_bucket", {"Bucket": self.conn.bucket}, seconds, ""))
 
+    def sign_list(self, path: str, seconds: int) -> SignedRequest:
+        params = {"Bucket": self.conn.bucket, "Prefix": key_of(path), "MaxKeys": 1}
+        return SignedRequest("GET", self._signed("list_objects_v2", params, seconds, path))
+
     def _signed(self, operation: str, params: Mapping[str, object], seconds: int, path: str) -> str:
         try:
             return str(self.conn.client.generate_presigned_url(operation, Params=params, ExpiresIn=seconds))

@@ -140,6 +140,9 @@ class HostTools:
 
     sha256: str  # the command that prints a SHA-256 of its standard input
     md5: str | None  # md5sum, where the host has it
+    # The store refused the probe's HEAD on the bucket (HTTP 403): credentials limited to a prefix
+    # may not ask about the bucket itself; each job then lists under its own prefix first.
+    bucket_refused: bool = False
 
 
 _probed: dict[tuple[str, str], HostTools | str] = {}
@@ -194,10 +197,10 @@ def _probe_once(host: Backend, shell: RemoteShell, req: SignedRequest) -> HostTo
     status = words.get("http", "000")
     if words.get("rc") != "0" and status == "000":
         return f"the host {name} cannot reach {req.endpoint}"
-    if not status.startswith("2"):
+    if not status.startswith("2") and status != "403":
         return f"the host {name} reaches {req.endpoint}, but the store answered HTTP {status} to a signed request"
     sha = "shasum -a 256" if words["sha"] == "shasum" else "sha256sum"
-    return HostTools(sha256=sha, md5=words.get("md5"))
+    return HostTools(sha256=sha, md5=words.get("md5"), bucket_refused=status == "403")
 
 
 def direct_route(host: Backend, shell: RemoteShell, src: Backend, dst: Backend) -> HostS3Route | None:
@@ -262,6 +265,8 @@ class HostS3Route:
 
     # ---- the job ----
     def run_job(self, job: DelegatedJob, sink: DelegationSink) -> None:
+        if self.tools.bucket_refused:
+            self._check_prefix(job)
         sink.job_changed(self.route)
         writer: Backend = self.host.confined(self._dst_folders(job)) if not self.upload else self.store
         seen: set[str] = set()
@@ -292,6 +297,21 @@ class HostS3Route:
             left = [r for r in sink.open_rows() if r.src not in seen]
             if left:
                 sink.finish_rows(left, TaskState.FAILED, error="no longer at the source")
+
+    def _check_prefix(self, job: DelegatedJob) -> None:
+        """Where the store refused the probe's HEAD on the bucket: a signed listing under the job's
+        first path in the store, run on the host; :class:`NoDirectRoute` (the scheduler relays the
+        job, or fails it under ``--route direct``) unless the store allows it."""
+        path = job.roots[0][1] if self.upload else job.roots[0][0]
+        req = self.signer.sign_list(path, 60)
+        command = "curl -sS -o /dev/null -w 'http=%{http_code}' --max-time 20 -K -"
+        _rc, out, _err = self._run(command, stdin=curl_config(req), timeout=60)
+        status = out.strip().rpartition("http=")[2][:3] or "000"
+        if not status.startswith("2"):
+            raise NoDirectRoute(
+                f"the host {self.host.address.host or self.host.endpoint} reaches {req.endpoint}, but the store "
+                f"refused signed requests on the bucket (HTTP 403) and under {self.store.display(path)} (HTTP {status})"
+            )
 
     def _plan(
         self, job: DelegatedJob, sink: DelegationSink, writer: Backend, seen: set[str], planned: bool
