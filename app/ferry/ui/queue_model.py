@@ -300,13 +300,31 @@ def _job_tooltip(j: JobRow, col: int) -> str | None:
     if col == STATE:
         return _state_tooltip(j)
     if col == SPEED:
+        if j.route == "direct":
+            return DIRECT_SPEED_TIP
         return f"Files at once: {j.tuning}" if j.tuning else None
     if col == TITLE:
         lines = [*j.sources, f"→ {j.dest}"]
         if j.watch is not None:
             lines.insert(0, "Folder watch: " + watch_text(j, TITLE))
+        route = route_text(j)
+        if route:
+            lines.append(route)
         return "\n".join(lines)
     return None
+
+
+DIRECT_SPEED_TIP = "Files at once: the direct route's own (the far end moves the files; --parallel does not apply)"
+
+
+def route_text(j: JobRow) -> str:
+    """The Transfer cell's tooltip line on how the bytes travel, from the route the engine
+    recorded: direct (site to site), or relayed with the one sentence saying why not direct."""
+    if j.route == "direct":
+        return "Route: direct (site to site: the bytes do not pass through this computer)"
+    if j.route == "relay" and j.route_reason:
+        return f"Route: through this computer ({j.route_reason})"
+    return ""
 
 
 class QueueModel(QAbstractItemModel):

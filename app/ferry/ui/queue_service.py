@@ -239,7 +239,10 @@ class JobRow:
     problem_kind: str | None = None
     problem: str | None = None
     route: str | None = None  # "direct" (site to site) or "relay" (through Ferry) once started
-    tuning: str | None = None  # --parallel auto: files at once and why (tuning.Choice.describe)
+    route_reason: str | None = None  # why it relayed where a direct route was possible (one sentence)
+    # --parallel auto: files at once and why (tuning.Choice.describe). Never on a direct job: the
+    # host, store or service moves its files, not the tuned workers.
+    tuning: str | None = None
 
     @property
     def fraction(self) -> float:
@@ -394,7 +397,8 @@ class QueuePoller:
             partial_bytes=partial,
             bytes_copied=c.size("done"),
             route=job.route,
-            tuning=_tuning(store, job.id) if job.state == "running" or finished else None,
+            route_reason=job.route_reason,
+            tuning=_tuning(store, job.id) if job.route != "direct" and (job.state == "running" or finished) else None,
             problem_kind=first.error_kind if first is not None else None,
             problem=first.error if first is not None else None,
         )

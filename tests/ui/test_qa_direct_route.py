@@ -1,0 +1,64 @@
+"""QA of the site-to-site route in the window (issue 22) and of the tuner's choice shown there
+(issue 21), found driving the real window under Xvfb: a job whose bytes went host → bucket
+directly had its Speed tooltip say "auto: 4 files at once (measuring)" long after it finished,
+though the tuned workers never moved its files (the host's curl did), and nothing in the row said
+how its bytes travelled beyond the ``direct:`` prefix, nor why a job was relayed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from pytestqt.qtbot import QtBot
+
+from ferry.transfers.options import JobOptions
+from ferry.transfers.store import NewTask, Store
+from ferry.transfers.tuning import TUNING_KEY, Choice, Why
+from ferry.ui.queue_model import SPEED, TITLE, QueueModel
+from ferry.ui.queue_panel import QueuePanel
+from ferry.ui.queue_service import QueuePoller
+
+# What the engine records for every job today, the direct ones included (never past measuring).
+MEASURING = Choice(4, Why.MEASURING)
+
+
+def _job(store: Store, route: str, reason: str | None) -> int:
+    job = store.create_job(["sftp://cluster/scratch/run42"], "s3://bucket/run42/", JobOptions(recursive=True), [])
+    store.add_tasks(job, [NewTask("file", "sftp://cluster/scratch/run42/a", "s3://bucket/run42/a", "a", 10, None)])
+    store.set_job_state(job, "running")
+    store.set_route(job, route, reason)
+    store.set_job_value(job, TUNING_KEY, MEASURING.to_json())
+    return job
+
+
+def test_a_direct_job_never_shows_the_tuners_choice_and_says_its_route(qtbot: QtBot, tmp_path: Path) -> None:
+    store = Store(tmp_path / "queue.db")
+    job = _job(store, "direct", None)
+    snap = QueuePoller(None, lambda fn: None, lambda snap: None).read(store)
+    row = snap.jobs[0]
+    assert row.tuning is None  # the host moved the files, not the tuned workers
+    model = QueueModel()
+    model.apply(snap)
+    panel = QueuePanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(1024, 200)
+    panel.show()
+    panel.view.setCurrentIndex(model.index(0, 0))
+    assert "files at once" not in panel.fix_label.text()
+    speed_tip = model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole)
+    assert "measuring" not in speed_tip and "direct route" in speed_tip
+    title_tip = model.index(0, TITLE).data(Qt.ItemDataRole.ToolTipRole)
+    assert title_tip.splitlines()[-1] == "Route: direct (site to site: the bytes do not pass through this computer)"
+    assert model.index(0, TITLE).data().startswith(f"#{job}  direct: ")
+
+
+def test_a_relayed_job_says_why_not_direct_and_keeps_the_tuners_choice(qtbot: QtBot, tmp_path: Path) -> None:
+    store = Store(tmp_path / "queue.db")
+    _job(store, "relay", "the host cluster has no curl")
+    snap = QueuePoller(None, lambda fn: None, lambda snap: None).read(store)
+    assert snap.jobs[0].tuning == MEASURING.describe()
+    model = QueueModel()
+    model.apply(snap)
+    title_tip = model.index(0, TITLE).data(Qt.ItemDataRole.ToolTipRole)
+    assert title_tip.splitlines()[-1] == "Route: through this computer (the host cluster has no curl)"
+    assert model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole) == f"Files at once: {MEASURING.describe()}"
