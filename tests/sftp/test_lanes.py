@@ -32,7 +32,7 @@ import linkemu  # type: ignore[import-not-found]
 
 MiB = 1 << 20
 RTT = 0.050
-WINDOW = 1 * MiB  # per connection: one connection carries at most 21 MB/s at 50 ms
+WINDOW = 512 << 10  # per connection: one connection carries at most 10.5 MB/s at 50 ms
 SIZE = 24 * MiB + 777
 
 
@@ -70,7 +70,7 @@ def test_a_bad_fixed_count_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.fixture
 def link(sshd: SshServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, Any]]:
     """(backend, emulator): an SFTP backend reaching ``sshd`` through a 50 ms link with a
-    1 MiB TCP window per connection; files of 8 MiB and more count as big."""
+    512 KiB TCP window per connection; files of 8 MiB and more count as big."""
     monkeypatch.setattr(limits, "PARALLEL_MIN", 8 * MiB)
     monkeypatch.setattr(limits, "REMOTE_WINDOW", WINDOW)  # the window Ferry assumes: the link's
     monkeypatch.setattr(pr, "BLOCK", 1 * MiB)
@@ -118,7 +118,7 @@ def test_a_big_download_on_a_long_link_goes_over_the_connections_the_bdp_asks_fo
     assert plan is not None and plan.why is Why.BDP, plan
     assert 0.045 <= (plan.rtt or 0) <= 0.5, plan  # the measured RTT: never under the link's
     assert plan.window == WINDOW
-    # 1 MiB / 50 ms = 21 MB/s per connection: LANE_RATE needs more than MAX_CONNECTIONS
+    # 512 KiB / 50 ms = 10.5 MB/s per connection: LANE_RATE needs more than MAX_CONNECTIONS
     assert plan.connections == limits.MAX_CONNECTIONS
     assert emu.stats.connections == limits.MAX_CONNECTIONS  # ...and three more, really made
     # The next big files reuse them: no new login, and faster than one connection could be
@@ -129,7 +129,7 @@ def test_a_big_download_on_a_long_link_goes_over_the_connections_the_bdp_asks_fo
         assert download(backend, folder / "big.bin") == data
         took.append(time.perf_counter() - start)
     assert emu.stats.connections == limits.MAX_CONNECTIONS
-    one_connection = SIZE / (WINDOW / RTT)  # 1.2 s: the least one connection could take
+    one_connection = SIZE / (WINDOW / RTT)  # 2.4 s: the least one connection could take
     assert min(took) < 0.75 * one_connection, (took, one_connection)
 
 
