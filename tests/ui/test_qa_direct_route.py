@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from PySide6.QtCore import Qt
 from pytestqt.qtbot import QtBot
 
+from ferry.credentials.sites import SiteStore
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import NewTask, Store
 from ferry.transfers.tuning import TUNING_KEY, Choice, Why
@@ -62,3 +64,32 @@ def test_a_relayed_job_says_why_not_direct_and_keeps_the_tuners_choice(qtbot: Qt
     title_tip = model.index(0, TITLE).data(Qt.ItemDataRole.ToolTipRole)
     assert title_tip.splitlines()[-1] == "Route: through this computer (the host cluster has no curl)"
     assert model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole) == f"Files at once: {MEASURING.describe()}"
+
+
+def test_a_jobs_row_names_the_saved_sites_it_runs_between(
+    qtbot: QtBot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row read ``direct: sftp://me@127.0.0.1:46503/tmp/ferr…/run42 → s3://qabucket/`` for a
+    drag from the pane showing the site ``cluster`` to the one showing ``bucket``."""
+    monkeypatch.setenv("FERRY_CONFIG_DIR", str(tmp_path / "config"))
+    sites = SiteStore()
+    sites.add("cluster", "sftp://me@127.0.0.1:46503/scratch", {})
+    sites.add("bucket", "s3://qabucket", {"endpoint_url": "http://127.0.0.1:9000"})
+    store = Store(tmp_path / "queue.db")
+    src, dest = "sftp://me@127.0.0.1:46503/scratch/run42", "s3://qabucket/"
+    job = store.create_job([src], dest, JobOptions(recursive=True), [])
+    store.set_route(job, "direct", None)
+    other = store.create_job(["sftp://me@127.0.0.1:46503/scratchy/x"], "s3://qabucket2/in/", JobOptions(), [])
+    snap = QueuePoller(None, lambda fn: None, lambda snap: None).read(store)
+    model = QueueModel()
+    model.apply(snap)
+    by_id = {model.index(r, 0).data().split()[0]: r for r in range(model.rowCount())}
+    row = by_id[f"#{job}"]
+    assert model.index(row, TITLE).data() == f"#{job}  direct: cluster:run42 → bucket:"
+    assert model.index(row, TITLE).data(Qt.ItemDataRole.ToolTipRole).splitlines()[:2] == [src, f"→ {dest}"]
+    # Not under a site (a longer name is not a folder of it): the addresses, whole.
+    assert model.index(by_id[f"#{other}"], TITLE).data().endswith("/scratchy/x → s3://qabucket2/in/")
+    # Two sites with the same base: which one is unknown, so the address.
+    sites.add("cluster2", "sftp://me@127.0.0.1:46503/scratch/", {})
+    snap = QueuePoller(None, lambda fn: None, lambda snap: None).read(store)
+    assert {r.shown_sources[0] for r in snap.jobs} >= {src}

@@ -280,11 +280,12 @@ def elided_title(j: JobRow, metrics: QFontMetrics, width: int) -> str:
     if j.watch is not None or metrics.horizontalAdvance(full) <= width:
         return full
     prefix, arrow = f"#{j.id}  {_route_prefix(j)}", " → "
-    first = j.sources[0] if j.sources else "?"
-    src = first + (f" (+{len(j.sources) - 1})" if len(j.sources) > 1 else "")
+    sources, dest = j.shown_sources or j.sources, j.shown_dest or j.dest
+    first = sources[0] if sources else "?"
+    src = first + (f" (+{len(sources) - 1})" if len(sources) > 1 else "")
     room = max(0, width - metrics.horizontalAdvance(prefix + arrow))
-    need_src, need_dst = metrics.horizontalAdvance(src), metrics.horizontalAdvance(j.dest)
-    least_src, least_dst = min(need_src, _least(src, metrics)), min(need_dst, _least(j.dest, metrics))
+    need_src, need_dst = metrics.horizontalAdvance(src), metrics.horizontalAdvance(dest)
+    least_src, least_dst = min(need_src, _least(src, metrics)), min(need_dst, _least(dest, metrics))
     if least_src + least_dst <= room:  # both names whole; the rest of the room shared
         spare = room - least_src - least_dst
         src_room = least_src + min(need_src - least_src, max(spare // 2, spare - (need_dst - least_dst)))
@@ -293,7 +294,7 @@ def elided_title(j: JobRow, metrics: QFontMetrics, width: int) -> str:
     else:
         src_room = need_src if need_src <= room // 2 else max(room // 2, room - need_dst)
     dst_room = room - min(src_room, need_src)
-    return prefix + elide_path(src, metrics, src_room) + arrow + elide_path(j.dest, metrics, dst_room)
+    return prefix + elide_path(src, metrics, src_room) + arrow + elide_path(dest, metrics, dst_room)
 
 
 def _job_tooltip(j: JobRow, col: int) -> str | None:

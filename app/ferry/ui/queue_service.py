@@ -24,9 +24,10 @@ from datetime import datetime
 from pathlib import Path
 
 from ferry.backends.registry import BackendPool
-from ferry.core.errors import Action
+from ferry.core.errors import Action, FerryError
 from ferry.core.outcomes import OutcomeCounts
 from ferry.core.progress import Accounting, Snapshot
+from ferry.credentials.sites import Site, SiteStore
 from ferry.transfers.copy import AskFn
 from ferry.transfers.scheduler import PARTIAL_BYTES_KEY, RunConfig, Runner
 from ferry.transfers.store import JOB_FINISHED, Job, JobCounts, NewTask, Store, Task, TaskResult, default_store_path
@@ -243,6 +244,10 @@ class JobRow:
     # --parallel auto: files at once and why (tuning.Choice.describe). Never on a direct job: the
     # host, store or service moves its files, not the tuned workers.
     tuning: str | None = None
+    # The ends as the person knows them, ``cluster:run42`` (saved sites' names; the full
+    # addresses where no site holds them). The tooltip keeps the full addresses.
+    shown_sources: tuple[str, ...] = ()
+    shown_dest: str = ""
 
     @property
     def fraction(self) -> float:
@@ -258,9 +263,10 @@ class JobRow:
 
     @property
     def title(self) -> str:
-        first = self.sources[0] if self.sources else "?"
-        more = f" (+{len(self.sources) - 1})" if len(self.sources) > 1 else ""
-        return f"{first}{more} → {self.dest}"
+        sources = self.shown_sources or self.sources
+        first = sources[0] if sources else "?"
+        more = f" (+{len(sources) - 1})" if len(sources) > 1 else ""
+        return f"{first}{more} → {self.shown_dest or self.dest}"
 
 
 @dataclass(frozen=True)
@@ -308,6 +314,7 @@ class QueuePoller:
         # This window's runner's counters (bytes in flight), when it runs (QueueService.accounting).
         self.live: Callable[[], Accounting | None] | None = None
         self.on_thread_start: Callable[[], object] | None = None
+        self.sites: Callable[[], list[Site]] = _saved_sites
 
     def start(self) -> None:
         self._thread.start()
@@ -348,6 +355,7 @@ class QueuePoller:
         moved = acct.moved_bytes() if acct is not None else {}
         me = this_runner()
         rows: list[JobRow] = []
+        sites = self.sites()
         for job in store.jobs():
             cached = self._cache.get(job.id)
             if cached is not None and cached[0] == job.state and job.state in JOB_FINISHED:
@@ -357,6 +365,8 @@ class QueuePoller:
             partial = flight.get(job.id, 0) if live else _saved_partial(store, job)
             c = store.counts(job.id)
             row = self._row(store, job, c, partial)
+            shown = tuple(site_form(a, sites) for a in row.sources)
+            row = dataclasses.replace(row, shown_sources=shown, shown_dest=site_form(row.dest, sites))
             # Speed from what this window's runner moved (not a resumed partial's bytes), else
             # from the change of the bytes done (a runner in another process).
             value = moved.get(job.id, 0) if live else row.bytes_done
@@ -419,6 +429,32 @@ class QueuePoller:
         if len(history) > 1 and now > history[0][0]:
             return max(0.0, (value - history[0][1]) / (now - history[0][0]))
         return 0.0
+
+
+def _saved_sites() -> list[Site]:
+    """The saved sites, or none where the file cannot be read (the rows then show addresses)."""
+    try:
+        return SiteStore().list()
+    except (FerryError, OSError):
+        return []
+
+
+def site_form(address: str, sites: list[Site]) -> str:
+    """``address`` as ``site:rest`` under the saved site whose base holds it (the deepest one),
+    as the panes and ``ferry cp`` write it; the address itself where none does, or where two
+    sites share that base (which one the person meant is unknown)."""
+    best: list[tuple[int, Site]] = []
+    for site in sites:
+        base = site.address.rstrip("/")
+        if base and (address == base or address.startswith(base + "/")):
+            best.append((len(base), site))
+    if not best:
+        return address
+    depth = max(n for n, _ in best)
+    found = [site for n, site in best if n == depth]
+    if len(found) > 1:
+        return address
+    return f"{found[0].name}:{address[depth:].lstrip('/')}"
 
 
 def _tuning(store: Store, job_id: int) -> str | None:
