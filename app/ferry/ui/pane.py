@@ -661,7 +661,7 @@ class Pane(QWidget):
             self.select_names(selected)
         n = len(self.model.all_entries())
         self._update_placeholder()
-        self.status.emit(f"{self.address}: {n:,} item{'s' if n != 1 else ''} ({time.monotonic() - started:.1f} s)")
+        self.status.emit(listed_text(str(self.address), n, time.monotonic() - started))
         self.listed.emit(gen)
         self._listing_ended()
 
@@ -725,6 +725,13 @@ class Pane(QWidget):
 
     def focus_view(self) -> None:
         self.view.setFocus()
+
+
+def listed_text(where: str, n: int, seconds: float) -> str:
+    """The status line after a listing: ``bucket: 3 items (0.2 s)`` for a site's top (its
+    address already ends with the colon), ``/data: 3 items (0.2 s)`` elsewhere."""
+    sep = "" if where.endswith(":") else ":"
+    return f"{where}{sep} {n:,} item{'s' if n != 1 else ''} ({seconds:.1f} s)"
 
 
 def _resolve(text: str) -> Address:
