@@ -53,11 +53,14 @@ def test_tuner_grows_fast_on_a_long_link_and_says_why() -> None:
     tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
     assert tuner.limit == START
     limits = drive(tuner, clock, long_link, 30.0)
-    # 4 -> 8 -> 16 -> 32 -> 64 within the first few seconds (a slow start, not +1 per interval)
-    first_64 = limits.index(64) * STEP
-    assert first_64 <= 4.0, limits[:40]
-    # 900 files/s needs 57 at once: 64 is kept (64 over 32 rose 12 %: a little, still rising)
-    assert all(n >= 48 for n in limits[-40:]), limits[-40:]
+    # 4 -> 8 -> 32 -> 128 within the first few seconds (a slow start, not +1 per interval)
+    reached = next(i for i, n in enumerate(limits) if n >= 64) * STEP
+    assert reached <= 3.0, limits[:40]
+    # 900 files/s needs 57 at once: it settles at or a little above that (a probe down a quarter
+    # now and then, for one measurement)
+    tail = sorted(limits[-40:])
+    assert tail[len(tail) // 2] >= 48 and tail[0] >= 36, limits[-40:]
+    assert 48 <= tuner.choice.files <= AUTO_MAX
     choice = tuner.choice
     assert choice.files == tuner.limit
     assert "files at once" in choice.describe() and "files/s" in choice.describe()
@@ -78,12 +81,12 @@ def test_tuner_keeps_the_lan_default_when_more_does_not_help() -> None:
 def test_tuner_backs_off_when_more_makes_it_slower() -> None:
     # The plateau-then-fall shape of the field reports: best at 8, worse beyond.
     def curve(n: int) -> float:
-        return 100.0 * min(n, 8) - 40.0 * max(0, n - 8)
+        return max(50.0, 100.0 * min(n, 8) - 20.0 * max(0, n - 8))
 
     clock = Clock()
     tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
     limits = drive(tuner, clock, curve, 60.0)
-    assert 16 in limits  # it tried beyond the peak
+    assert max(limits) > 8  # it tried beyond the peak
     assert all(6 <= n <= 12 for n in limits[-20:]), limits
     assert tuner.choice.files == 8 and tuner.choice.why in (Why.FELL, Why.PLATEAU)
 

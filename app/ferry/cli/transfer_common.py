@@ -134,7 +134,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
         default="auto",
         metavar="N",
         help="files transferred at once: a number from 1 to 256, or auto (the default: starts at 4 and "
-        "follows the link while running, more while throughput rises, up to 64; queue show says what it chose)",
+        "follows the link while running, more while throughput rises, up to 128; queue show says what it chose)",
     )
     p.add_argument(
         "--bwlimit",

@@ -64,7 +64,8 @@ class S3Connection:
                     if self._session is None:
                         self._session = make_session(self.settings)
                     # Scheduler workers + our part/range threads, so no request waits for a socket.
-                    client = make_client(self._session, self.settings, pool_size=64 + self._workers)
+                    # (--parallel auto may run up to 128 files at once: transfers.tuning.AUTO_MAX)
+                    client = make_client(self._session, self.settings, pool_size=128 + self._workers)
                     lean = self._lean_from_client(client)
                     known = self._lean
                     if lean is None or known is None or lean.where != known.where:
