@@ -16,7 +16,7 @@ from ferry.credentials.sites import SiteStore
 from ferry.transfers.options import JobOptions
 from ferry.transfers.store import NewTask, Store
 from ferry.transfers.tuning import TUNING_KEY, Choice, Why
-from ferry.ui.queue_model import SPEED, TITLE, QueueModel
+from ferry.ui.queue_model import BYTES, FILES, SPEED, TITLE, VERIFY, QueueModel
 from ferry.ui.queue_panel import QueuePanel
 from ferry.ui.queue_service import QueuePoller
 
@@ -93,3 +93,21 @@ def test_a_jobs_row_names_the_saved_sites_it_runs_between(
     sites.add("cluster2", "sftp://me@127.0.0.1:46503/scratch/", {})
     snap = QueuePoller(None, lambda fn: None, lambda snap: None).read(store)
     assert {r.shown_sources[0] for r in snap.jobs} >= {src}
+
+
+def test_cells_cut_short_in_their_column_read_whole_on_hover(qtbot: QtBot, tmp_path: Path) -> None:
+    """Under Xvfb a finished job of 1,500 files read "1,500 / …" and "1,500 copied…", a direct
+    job "7 copied: 7 s…", with no tooltip to read them whole."""
+    store = Store(tmp_path / "queue.db")
+    job = store.create_job(["/data/many"], "s3://bucket/", JobOptions(recursive=True), [])
+    store.add_tasks(
+        job, [NewTask("file", f"/data/many/{i}", f"s3://bucket/{i}", str(i), 16, None) for i in range(1500)]
+    )
+    store.mark_planned(job)
+    store.set_job_state(job, "running")
+    model = QueueModel()
+    model.apply(QueuePoller(None, lambda fn: None, lambda snap: None).read(store))
+    for col in (BYTES, FILES, VERIFY):
+        index = model.index(0, col)
+        assert index.data(Qt.ItemDataRole.ToolTipRole) == index.data(), col
+    assert model.index(0, FILES).data(Qt.ItemDataRole.ToolTipRole) == "0 / 1,500"

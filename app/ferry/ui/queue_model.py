@@ -312,6 +312,9 @@ def _job_tooltip(j: JobRow, col: int) -> str | None:
         if route:
             lines.append(route)
         return "\n".join(lines)
+    if col in (BYTES, FILES, VERIFY) and j.watch is None:
+        # Cut short in a narrow column ("1,500 / …", "7 copied: 7 s…"): read whole on hover.
+        return _JOB_TEXT[col](j)
     return None
 
 
