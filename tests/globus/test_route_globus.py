@@ -11,6 +11,7 @@ from ferry.transfers.delegated import choose_route
 from ferry.transfers.options import JobOptions, Route
 from ferry.transfers.scheduler import RunConfig, Runner
 from ferry.transfers.store import Store
+from ferry.transfers.tuning import TUNING_KEY
 from globus.fake_globus import FakeGlobus
 
 
@@ -27,9 +28,12 @@ def test_collection_to_collection_records_route_direct(client_fake: FakeGlobus, 
         src_b, dst_b = roots[0].src_backend, roots[0].dst_backend
         assert choose_route(src_b, dst_b, "relay").delegation is None
         assert choose_route(src_b, dst_b, "direct").route is Route.DIRECT
-    summary = Runner(store, RunConfig(job_ids=[job_id], parallel=1)).run()
+    # --parallel auto, the default: the tuner of files at once has nothing to say about a job the
+    # service moves (queue show used to print "parallel: auto: 4 files at once (measuring)")
+    summary = Runner(store, RunConfig(job_ids=[job_id], parallel=8, auto_parallel=True)).run()
     assert summary.jobs[job_id] == "done"
     job = store.job(job_id)
     assert (job.route, job.route_reason) == ("direct", None)
     assert tc.route_text(job) == "direct"
+    assert store.job_value(job_id, TUNING_KEY) is None
     store.close()

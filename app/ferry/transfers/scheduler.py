@@ -271,8 +271,9 @@ class Runner:
         """The tuner's choice, with each job it applies to (``queue show``, the window's row)."""
         log.info("parallel %s", choice.describe())
         text = choice.to_json()
-        for job_id in runs:
-            self.store.set_job_value(job_id, TUNING_KEY, text)
+        for job_id, run in runs.items():
+            if not run.delegated:  # a direct job's bytes are the service's or the host's to move
+                self.store.set_job_value(job_id, TUNING_KEY, text)
 
     def _wait_until(self, when: datetime, why: str) -> None:
         self.listener.waiting(when, why)
@@ -428,7 +429,7 @@ class Runner:
         run = _JobRun(job, src, dst, ctx, CancelToken(self._stop), window)
         run.sems = self._semaphores(run)
         self._runs[job.id] = run
-        if self.tuner is not None:
+        if self.tuner is not None and delegation is None:
             self._record_tuning(self.tuner.choice, {job.id: run})
         counts = self.store.counts(job.id)
         self.accounting.add_total(counts.files, counts.bytes)
