@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,3 +164,38 @@ def test_a_login_that_asked_a_person_stays_one_connection(sshd: SshServer, link:
     plan = backend._host.last_plan
     assert plan is not None and plan.why is Why.NO_LANES and plan.connections == 1
     assert emu.stats.connections == 1  # nobody is asked for a second code
+
+
+def test_a_server_that_leaves_the_rtt_probe_unanswered_gets_one_connection_without_a_stall(
+    sshd: SshServer, link: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend, emu = link
+    folder = sshd.mkdir()
+    data = os.urandom(SIZE)
+    (folder / "big.bin").write_bytes(data)
+    sshd.chown(folder)
+    transport = backend._host.transport()
+    never = threading.Event()
+    asked = []
+
+    def unanswered(*args: Any, **kwargs: Any) -> None:
+        asked.append(args)
+        never.wait()  # a server that never answers (paramiko waits for it without a timeout)
+
+    monkeypatch.setattr(transport, "global_request", unanswered)
+    monkeypatch.setattr(lanes, "RTT_WAIT", 0.3)
+    done = threading.Event()
+
+    def both() -> None:
+        assert download(backend, folder / "big.bin") == data
+        assert download(backend, folder / "big.bin") == data
+        done.set()
+
+    threading.Thread(target=both, daemon=True).start()
+    finished = done.wait(30)  # two downloads at one connection's 10.5 MB/s: about 5 s
+    never.set()
+    assert finished, "the download waited for an answer that never comes"
+    assert len(asked) == 1  # asked once per host, not once per file
+    plan = backend._host.last_plan
+    assert plan is not None and plan.why is Why.UNMEASURED and plan.connections == 1, plan
+    assert emu.stats.connections == 1

@@ -36,6 +36,7 @@ from ferry.backends.sftp.connection import ChannelPool, Connection
 from ferry.core.errors import AuthError, FerryError, UsageError
 
 log = logging.getLogger("ferry.sftp")
+RTT_WAIT = 3.0  # seconds to wait for the server's answer to the RTT probe (none: no lanes)
 T = TypeVar("T")
 
 
@@ -47,6 +48,7 @@ class Why(StrEnum):
     SHORT = "short"  # the file is too small for another login to pay off
     FIXED = "fixed"  # FERRY_SFTP_CONNECTIONS
     NO_LANES = "no-lanes"  # the login needed a person, or goes through a jump host or proxy
+    UNMEASURED = "unmeasured"  # the server did not answer the round-trip probe
 
 
 _WHY_TEXT = {
@@ -55,6 +57,7 @@ _WHY_TEXT = {
     Why.SHORT: "too small to pay for another login",
     Why.FIXED: limits.CONNECTIONS_ENV,
     Why.NO_LANES: "the login needs a person or a proxy",
+    Why.UNMEASURED: "the round trip could not be measured",
 }
 
 
@@ -96,7 +99,9 @@ def plan_for(size: int, rtt: float | None, window: int, streams: int, fixed: int
         return StreamPlan(1, streams, rtt, window, Why.NO_LANES)
     if fixed is not None:
         return StreamPlan(fixed, streams, rtt, window, Why.FIXED)
-    if rtt is None or rtt <= 0:
+    if rtt is None:
+        return StreamPlan(1, streams, rtt, window, Why.UNMEASURED)
+    if rtt <= 0:
         return StreamPlan(1, streams, rtt, window, Why.LAN)
     per = window / rtt  # bytes/s one connection can carry
     want = min(limits.MAX_CONNECTIONS, math.ceil(limits.LANE_RATE / per))
@@ -150,6 +155,7 @@ class Lanes:
         self._pools: list[ChannelPool] = []
         self._rtt: float | None = None
         self._closed = False  # the host logged out: no new connection
+        self._unanswered = False  # the server left the RTT probe unanswered: no lanes
 
     def possible(self) -> bool:
         t = self.primary.target
@@ -158,11 +164,23 @@ class Lanes:
     def rtt(self) -> float | None:
         """The round-trip time to the host (measured once per process): a global request the
         server answers at once (OpenSSH says "failure" to ``keepalive@openssh.com``)."""
-        if self._rtt is None:
+        if self._rtt is None and not self._unanswered:
             try:
                 transport = self.primary.transport()
+                answered = threading.Event()
+
+                def ask() -> None:
+                    # paramiko waits for the answer without a timeout: a server that never
+                    # answers leaves this thread waiting until the connection closes, not the file.
+                    transport.global_request("keepalive@openssh.com", wait=True)
+                    answered.set()
+
                 t0 = time.perf_counter()
-                transport.global_request("keepalive@openssh.com", wait=True)
+                threading.Thread(target=ask, name="sftp-rtt", daemon=True).start()
+                if not answered.wait(RTT_WAIT):
+                    self._unanswered = True  # asked once per host: never again
+                    log.info("%s did not answer in %g s: one connection", self.primary.target.hostname, RTT_WAIT)
+                    return None
                 self._rtt = time.perf_counter() - t0
             except (FerryError, OSError, EOFError) as exc:
                 log.info("round-trip time to %s not measured: %s", self.primary.target.hostname, exc)
