@@ -17,7 +17,9 @@ store was seen to refuse a wrong one (``backends/s3/checksums.py``), since some 
 whatever they are sent. Files over 5 GiB (a single PUT's limit) go up as multipart uploads: the
 host hashes each part (MD5) and sends it with a URL signed for that part alone (the part on
 curl's standard input, the URL on descriptor 3), and the store's multipart ETag is compared with
-the one the host's part digests give.
+the one the host's part digests give. The upload's id is saved with the job, so a run after a
+crash or a dropped session keeps the parts the store holds (ListParts, each part's ETag against
+the host's MD5 of it) and sends only the rest.
 
 Download (S3 to host), per file: ``curl --fail -o`` into a partial name beside the file (created
 fresh with ``set -C``, never through a link), the host hashes what landed, Ferry compares with the
@@ -26,7 +28,13 @@ else the size only (said so); then the partial file is renamed into place by the
 confined view under the job's conflict policy.
 
 The host and its reach are probed once per host and endpoint per process (:func:`probe`); a host
-that cannot go direct raises :class:`~ferry.backends.base.NoDirectRoute` with one sentence.
+that cannot go direct raises :class:`~ferry.backends.base.NoDirectRoute` with one sentence. A
+store that refuses the probe's HEAD on the bucket (HTTP 403: keys limited to a prefix) is asked
+again per job, with a signed listing under the job's own path.
+
+Under ``--on-conflict ask`` no one can be asked on the host's behalf: a file that differs from
+the one at the destination fails as :class:`~ferry.core.errors.ConflictUnanswered` (kind
+``conflict``), as on the relay with no one to ask. Every failure is recorded with its error's kind.
 """
 
 from __future__ import annotations
