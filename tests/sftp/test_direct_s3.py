@@ -654,10 +654,11 @@ def test_a_direct_multipart_upload_killed_mid_file_keeps_its_parts_on_the_next_r
     # What the dead run's session was doing on the host (a part on its way, a curl just starting,
     # which outlives its session) ends one way or the other before the parts are counted.
     assert server.process is not None
+    sshd_pid = server.process.pid
 
     def busy() -> bool:
         out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-        return bool(_descendants(server.process.pid)) or any(
+        return bool(_descendants(sshd_pid)) or any(
             str(host_bin(server)) in line or ("curl --fail" in line and " -T - " in line) for line in out.splitlines()
         )
 
