@@ -199,3 +199,18 @@ def test_a_server_that_leaves_the_rtt_probe_unanswered_gets_one_connection_witho
     plan = backend._host.last_plan
     assert plan is not None and plan.why is Why.UNMEASURED and plan.connections == 1, plan
     assert emu.stats.connections == 1
+
+
+def test_the_backend_says_how_its_last_big_file_moved(sshd: SshServer, link: tuple[Any, Any]) -> None:
+    # What the scheduler records with the job (tuning.STREAMS_KEY) and queue show prints as
+    # "streams:  big files: 4 TCP connections x 2 streams (RTT 51 ms, 0.5 MiB window: ...)".
+    backend, _ = link
+    assert backend.stream_plan() is None  # nothing big moved yet: nothing to say
+    folder = sshd.mkdir()
+    data = os.urandom(SIZE)
+    (folder / "big.bin").write_bytes(data)
+    sshd.chown(folder)
+    assert download(backend, folder / "big.bin") == data
+    said = backend.stream_plan()
+    assert said is not None and said == backend._host.last_plan.text()
+    assert said.startswith(f"{limits.MAX_CONNECTIONS} TCP connections x ") and "RTT " in said, said

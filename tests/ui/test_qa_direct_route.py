@@ -63,7 +63,7 @@ def test_a_relayed_job_says_why_not_direct_and_keeps_the_tuners_choice(qtbot: Qt
     model.apply(snap)
     title_tip = model.index(0, TITLE).data(Qt.ItemDataRole.ToolTipRole)
     assert title_tip.splitlines()[-1] == "Route: through this computer (the host cluster has no curl)"
-    assert model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole) == f"Files at once: {MEASURING.describe()}"
+    assert model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole) == f"How it moves: {MEASURING.describe()}"
 
 
 def test_a_jobs_row_names_the_saved_sites_it_runs_between(

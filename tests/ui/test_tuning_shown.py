@@ -41,7 +41,7 @@ def test_a_running_jobs_row_says_files_at_once_and_why(qtbot: QtBot, tmp_path: P
     panel.view.setCurrentIndex(model.index(0, 0))
     assert panel.fix_label.text() == f"Job {job}: {row.tuning}"
     tip = model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole)
-    assert tip == f"Files at once: {row.tuning}"
+    assert tip == f"How it moves: {row.tuning}"
 
 
 def test_the_windows_default_is_auto(qtbot: QtBot) -> None:

@@ -657,6 +657,12 @@ class Backend(ABC):
         """Set extended attributes on a folder; returns the names not kept."""
         raise Unsupported(f"{self.scheme} has no extended attributes")
 
+    def stream_plan(self) -> str | None:
+        """How the last big file to or from this backend was moved, for people (``queue show``,
+        the window): e.g. ``4 TCP connections x 2 streams (RTT 153 ms, 6 MiB window: …)``. None
+        where there is nothing to say (one stream, decided by nothing measured)."""
+        return None
+
     def partial_kept(self, path: str, file_size: int | None) -> int | None:
         """How many bytes of the partial file at ``path`` (for a file of ``file_size``) a resume
         keeps, or None when there is none: all of it here; less where the writer resumes below

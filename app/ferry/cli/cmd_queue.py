@@ -261,12 +261,15 @@ def _job_dict(store: Store, job: Job) -> dict[str, Any]:
 
 
 def _tuning(store: Store, job_id: int) -> dict[str, Any]:
-    """``--parallel auto``'s latest choice for the job: files at once, why, the throughput."""
+    """``--parallel auto``'s latest choice for the job (files at once, why, the throughput), and
+    how its last big file moved (TCP connections and streams, why)."""
     raw = store.job_value(job_id, tuning.TUNING_KEY)
     choice = tuning.Choice.from_json(raw) if raw else None
-    if choice is None:
-        return {}
-    return {"parallel": {"files": choice.files, "why": choice.why.value, "text": choice.describe()}}
+    streams = store.job_value(job_id, tuning.STREAMS_KEY)
+    out: dict[str, Any] = {"streams": streams} if streams else {}
+    if choice is not None:
+        out["parallel"] = {"files": choice.files, "why": choice.why.value, "text": choice.describe()}
+    return out
 
 
 def _watch_counters(store: Store, job_id: int) -> dict[str, Any]:
@@ -376,6 +379,8 @@ def _print_job(store: Store, job: Job, d: dict[str, Any]) -> None:
     print(f"  route:    {tc.route_text(job)}")
     if "parallel" in d:
         print(f"  parallel: {d['parallel']['text']}")
+    if "streams" in d:
+        print(f"  streams:  big files: {d['streams']}")
     print(
         f"  files:    {d['files_done']:,} done, {d['files_skipped']:,} skipped, {d['files_failed']:,} failed, "
         f"{d['files_queued']:,} to go, of {d['files_total']:,}{'' if job.planned else ' so far'}"

@@ -57,9 +57,10 @@ from ferry.transfers.delegated import DelegatedRun, Delegation, choose_route, jo
 from ferry.transfers.options import Route
 from ferry.transfers.planner import Root, destination_roots, expand, from_us
 from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_id
-from ferry.transfers.tuning import TUNING_KEY, Choice, Gate, Tuner
+from ferry.transfers.tuning import STREAMS_KEY, TUNING_KEY, Choice, Gate, Tuner
 
 log = logging.getLogger(__name__)
+STREAM_PLAN_MIN = 64 << 20  # files from this size may move in parallel streams (Backend.stream_plan)
 
 TICK = 0.1
 IDLE_WAIT = 0.02  # the longest the coordinator waits for a result before looking at the store again
@@ -131,6 +132,7 @@ class _JobRun:
     failed: int = 0
     tokens: dict[int, CancelToken] = field(default_factory=dict)
     delegated: bool = False  # a service moves the bytes (Globus): no tasks for our workers
+    stream_plan: str | None = None  # the last big file's connections and streams, as recorded
     sems: list[threading.Semaphore] = field(default_factory=list)  # per-endpoint connection limits
     mover: threading.Thread | None = None  # a Move job deleting its proven sources (move.run_move)
     move_error: BaseException | None = None
@@ -842,6 +844,16 @@ class Runner:
         self._last_write = time.monotonic()
         for item, res in zip(items, results, strict=True):  # the store counts them from now on
             self.accounting.settle(item.task.id, kept=res.state == "queued" and item.run.dst.capabilities.resume_write)
+            if res.state == "done" and (item.task.size or 0) >= STREAM_PLAN_MIN:
+                self._record_stream_plan(item.run)
+
+    def _record_stream_plan(self, run: _JobRun) -> None:
+        """How the job's last big file moved (TCP connections, streams and why), as the backend
+        that chose it says: ``queue show`` and the window show it beside the files at once."""
+        plan = run.src.stream_plan() or run.dst.stream_plan()
+        if plan is not None and plan != run.stream_plan:
+            run.stream_plan = plan
+            self.store.set_job_value(run.job.id, STREAMS_KEY, plan)
 
     def _result(self, item: _Done) -> TaskResult:
         run, task = item.run, item.task

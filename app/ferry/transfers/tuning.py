@@ -49,6 +49,7 @@ PROBE_EVERY = 6  # measurements held between probes
 MIN_INTERVAL = 0.5
 MAX_INTERVAL = 3.0
 TUNING_KEY = "tuning"  # job value: the latest Choice as JSON
+STREAMS_KEY = "streams"  # job value: how its last big file moved (Backend.stream_plan), for people
 
 
 class Why(StrEnum):

@@ -303,7 +303,7 @@ def _job_tooltip(j: JobRow, col: int) -> str | None:
     if col == SPEED:
         if j.route == "direct":
             return DIRECT_SPEED_TIP
-        return f"Files at once: {j.tuning}" if j.tuning else None
+        return f"How it moves: {j.tuning}" if j.tuning else None
     if col == TITLE:
         lines = [*j.sources, f"→ {j.dest}"]
         if j.watch is not None:

@@ -32,7 +32,7 @@ from ferry.transfers.copy import AskFn
 from ferry.transfers.scheduler import PARTIAL_BYTES_KEY, RunConfig, Runner
 from ferry.transfers.store import JOB_FINISHED, Job, JobCounts, NewTask, Store, Task, TaskResult, default_store_path
 from ferry.transfers.store import runner_id as this_runner
-from ferry.transfers.tuning import TUNING_KEY, Choice
+from ferry.transfers.tuning import STREAMS_KEY, TUNING_KEY, Choice
 from ferry.transfers.watch import WatchCounters, read_counters
 
 log = logging.getLogger(__name__)
@@ -458,9 +458,14 @@ def site_form(address: str, sites: list[Site]) -> str:
 
 
 def _tuning(store: Store, job_id: int) -> str | None:
+    """Files at once and why; then how the last big file moved, where one did in parallel."""
     raw = store.job_value(job_id, TUNING_KEY)
     choice = Choice.from_json(raw) if raw else None
-    return choice.describe() if choice is not None else None
+    streams = store.job_value(job_id, STREAMS_KEY)
+    said = [choice.describe()] if choice is not None else []
+    if streams:
+        said.append(f"big files: {streams}")
+    return "; ".join(said) or None
 
 
 def _saved_partial(store: Store, job: Job) -> int:

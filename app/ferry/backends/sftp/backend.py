@@ -331,6 +331,10 @@ class SFTPBackend(Backend):
     def close(self) -> None:
         """Connections are shared per host for the whole process (one login per host per run)."""
 
+    def stream_plan(self) -> str | None:
+        plan = self._host.last_plan  # lanes.StreamPlan: connections and streams, and why
+        return plan.text() if plan is not None else None
+
     def partial_kept(self, path: str, file_size: int | None) -> int | None:
         held = super().partial_kept(path, file_size)
         if held and file_size is not None and file_size >= limits.PARALLEL_MIN and held <= file_size:
