@@ -53,7 +53,7 @@ def test_tuner_grows_fast_on_a_long_link_and_says_why() -> None:
     tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock)
     assert tuner.limit == START
     limits = drive(tuner, clock, long_link, 30.0)
-    # 4 -> 8 -> 32 -> 128 within the first few seconds (a slow start, not +1 per interval)
+    # 4 -> 8 -> 32 -> 64 within the first few seconds (a slow start, not +1 per interval)
     reached = next(i for i, n in enumerate(limits) if n >= 64) * STEP
     assert reached <= 3.0, limits[:40]
     # 900 files/s needs 57 at once: it settles at or a little above that (a probe down a quarter
@@ -61,8 +61,7 @@ def test_tuner_grows_fast_on_a_long_link_and_says_why() -> None:
     tail = sorted(limits[-40:])
     assert tail[len(tail) // 2] >= 48 and tail[0] >= 36, limits[-40:]
     assert 48 <= tuner.choice.files <= AUTO_MAX
-    choice = tuner.choice
-    assert choice.files == tuner.limit
+    choice = tuner.choice  # (the limit may be a probe's for one measurement)
     assert "files at once" in choice.describe() and "files/s" in choice.describe()
     assert Choice.from_json(choice.to_json()) == choice
 
