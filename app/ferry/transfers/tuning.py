@@ -6,7 +6,9 @@ link each small file waits a round trip or more per request, so the number that 
 grows with the round-trip time: 4 at once is right on a LAN and a sixteenth of what a 50 ms link
 needs. So the number is measured, not guessed.
 
-:class:`Tuner` starts at 4 and doubles while each doubling raises throughput by 15 % or more,
+:class:`Tuner` starts at 4; where the first measurement shows files waiting on the link (time per
+file far above this process's CPU time per file) it jumps to as many as keep the CPU busy
+(Little's law), and from there it doubles while each doubling raises throughput by 15 % or more,
 quadrupling once early on after a doubling that nearly doubled it (a slow start, as TCP's: 4, 8,
 32, 64, 128 in steps of about half a second on a long link), then holds the
 best setting, probing one step up and one step down now and then so a change of link or of file
@@ -63,6 +65,7 @@ class Why(StrEnum):
     PLATEAU = "plateau"  # the last step changed nothing worth it: holding the best
     FELL = "fell"  # the last step made it fall: back to the best
     CEILING = "ceiling"  # still rising at the most allowed
+    LATENCY = "latency"  # the first measurement: files wait on the link, so as many as fill it
     FEW_FILES = "few-files"  # fewer files ready than allowed: the number is not what limits
 
 
@@ -101,6 +104,9 @@ class Choice:
             why = f"{tried.files} at once was no faster: {tried.text()} against {kept}"
         elif self.why is Why.FELL and tried is not None:
             why = f"{tried.files} at once was slower: {tried.text()} against {kept}"
+        elif self.why is Why.LATENCY and tried is not None and tried.files_s > 0:
+            wait = tried.files / tried.files_s * 1000  # Little's law: in flight / finished per second
+            why = f"at {tried.files} at once each file took {wait:,.0f} ms, mostly waiting on the link; trying more"
         elif self.why is Why.CEILING:
             why = f"the most allowed, still rising: {kept}"
         elif self.why is Why.FEW_FILES:
@@ -168,9 +174,11 @@ class Tuner:
         *,
         start: int = START,
         clock: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.process_time,
     ) -> None:
         self.gate = gate
         self.clock = clock
+        self.cpu = cpu
         self.maximum = max(1, maximum)
         self.history: list[Measure] = []  # every measurement, for the log and the tests
         self.choice = Choice(min(start, self.maximum), Why.MEASURING)
@@ -180,6 +188,8 @@ class Tuner:
         self._held = 0
         self._probe_up = True
         self._t0 = clock()
+        self._cpu0 = cpu()
+        self._cpu_per_file = 0.0  # this process's CPU seconds per file, over the last measurement
         self._units0: tuple[int, int] | None = None
         self._samples = self._saturated = 0
         gate.set_limit(self.choice.files)
@@ -204,6 +214,7 @@ class Tuner:
             return None
         nbytes = bytes_done - self._units0[0]
         saturated = self._saturated * 2 >= self._samples
+        self._cpu_per_file = (self.cpu() - self._cpu0) / files if files else 0.0
         self._restart(now, bytes_done, files_done)
         limit = self.gate.limit
         m = Measure(limit, (nbytes + files * FILE_COST) / elapsed, files / elapsed, nbytes / elapsed)
@@ -218,6 +229,7 @@ class Tuner:
 
     def _restart(self, now: float, bytes_done: int, files_done: int) -> None:
         self._t0, self._units0 = now, (bytes_done, files_done)
+        self._cpu0 = self.cpu()
         self._samples = self._saturated = 0
 
     def _choose(self, choice: Choice) -> Choice:
@@ -233,10 +245,24 @@ class Tuner:
             return self._choose(Choice(ceiling, Why.CEILING, m))
         return self._choose(Choice(min(ceiling, m.files * factor), why, m, m))
 
+    def _first_step(self, m: Measure, ceiling: int) -> Choice:
+        """After the first measurement: where each file spends its time waiting on the link (a
+        long round trip), jump to as many at once as keep this process's processor busy, by
+        Little's law: time per file x the files a second its CPU cost allows. On a LAN the time
+        per file is mostly that CPU, so this says 4 and the plain doubling goes on."""
+        if m.files_s <= 0 or self._cpu_per_file <= 0:
+            return self._step_up(m, ceiling, Why.MEASURING)
+        wait = m.files / m.files_s  # seconds a file takes, start to end, at m.files at once
+        needed = int(wait / self._cpu_per_file)
+        if needed <= m.files * 2:
+            return self._step_up(m, ceiling, Why.MEASURING)
+        self._best = m
+        return self._choose(Choice(min(ceiling, needed), Why.LATENCY, m, m))
+
     def _grow(self, m: Measure, ceiling: int) -> Choice:
         best = self._best
         if best is None:
-            return self._step_up(m, ceiling, Why.MEASURING)
+            return self._first_step(m, ceiling)
         if m.units >= best.units * GROW:
             fast = m.units >= best.units * GROW_FAST and m.files <= FAST_UNTIL
             return self._step_up(m, ceiling, Why.ROSE, 4 if fast else 2)
