@@ -6,14 +6,13 @@ link each small file waits a round trip or more per request, so the number that 
 grows with the round-trip time: 4 at once is right on a LAN and a sixteenth of what a 50 ms link
 needs. So the number is measured, not guessed.
 
-:class:`Tuner` starts at 4; where the first measurement shows files waiting on the link (time per
-file far above this process's CPU time per file) it jumps to as many as keep the CPU busy
-(Little's law), and from there it doubles while each doubling raises throughput by 15 % or more,
-quadrupling once early on after a doubling that nearly doubled it (a slow start, as TCP's: 4, 8,
-32, 64, 128 in steps of about half a second on a long link), then holds the
-best setting, probing one step up and one step down now and then so a change of link or of file
-sizes is followed. A step that made throughput fall is undone. A measurement ends once enough
-files finished to judge (twice the files in flight, at least 16) or after three seconds.
+:class:`Tuner` starts at 4. Where a measurement shows files waiting on the link (time per file far
+above this process's CPU time per file), it jumps to as many as keep the CPU busy (Little's law,
+asked after each step up); otherwise it doubles while each doubling raises throughput by 15 % or
+more, quadrupling once early on after a doubling that nearly doubled it (a slow start, as TCP's).
+Then it holds the best setting, probing one step up and one step down now and then so a change
+of link or of file sizes is followed. A step that made throughput fall is undone. A measurement ends once enough
+files finished to judge (twice the files in flight, at least 8) or after three seconds.
 
 Throughput counts bytes plus a per-file cost (``FILE_COST`` bytes), so a run of small files is
 judged by files per second and a run of large ones by bytes per second. The number never grows
@@ -209,7 +208,7 @@ class Tuner:
         self._saturated += active >= self.gate.limit
         elapsed = now - self._t0
         files = files_done - self._units0[1]
-        enough = files >= max(16, 2 * self.gate.limit)
+        enough = files >= max(8, 2 * self.gate.limit)
         if elapsed < MIN_INTERVAL or (elapsed < MAX_INTERVAL and not enough):
             return None
         nbytes = bytes_done - self._units0[0]
@@ -245,27 +244,27 @@ class Tuner:
             return self._choose(Choice(ceiling, Why.CEILING, m))
         return self._choose(Choice(min(ceiling, m.files * factor), why, m, m))
 
-    def _first_step(self, m: Measure, ceiling: int) -> Choice:
-        """After the first measurement: where each file spends its time waiting on the link (a
-        long round trip), jump to as many at once as keep this process's processor busy, by
-        Little's law: time per file x the files a second its CPU cost allows. On a LAN the time
-        per file is mostly that CPU, so this says 4 and the plain doubling goes on."""
+    def _needed(self, m: Measure) -> int:
+        """Files at once that would keep this process's processor busy, by Little's law: the
+        time a file takes (in flight / finished per second) over the CPU time it costs. Where
+        files wait on a long link that is many; on a LAN a file's time is mostly its CPU, so few.
+        0 where it cannot be said (no file finished)."""
         if m.files_s <= 0 or self._cpu_per_file <= 0:
-            return self._step_up(m, ceiling, Why.MEASURING)
-        wait = m.files / m.files_s  # seconds a file takes, start to end, at m.files at once
-        needed = int(wait / self._cpu_per_file)
-        if needed <= m.files * 2:
-            return self._step_up(m, ceiling, Why.MEASURING)
-        self._best = m
-        return self._choose(Choice(min(ceiling, needed), Why.LATENCY, m, m))
+            return 0
+        return int(m.files / m.files_s / self._cpu_per_file)
 
     def _grow(self, m: Measure, ceiling: int) -> Choice:
+        """While growing: at least double after each step that raised throughput, or go straight
+        to what Little's law says is needed where that is more (the link, not the CPU, waits)."""
         best = self._best
-        if best is None:
-            return self._first_step(m, ceiling)
-        if m.units >= best.units * GROW:
-            fast = m.units >= best.units * GROW_FAST and m.files <= FAST_UNTIL
-            return self._step_up(m, ceiling, Why.ROSE, 4 if fast else 2)
+        if best is None or m.units >= best.units * GROW:
+            fast = best is not None and m.units >= best.units * GROW_FAST and m.files <= FAST_UNTIL
+            step = m.files * (4 if fast else 2)
+            needed = self._needed(m)
+            if needed > step and m.files < ceiling:
+                self._best = m
+                return self._choose(Choice(min(ceiling, needed), Why.LATENCY, m, m))
+            return self._step_up(m, ceiling, Why.MEASURING if best is None else Why.ROSE, 4 if fast else 2)
         self._growing = False
         if m.units < best.units * FALL:
             return self._choose(Choice(best.files, Why.FELL, best, m))
