@@ -230,3 +230,24 @@ def test_the_first_step_jumps_to_what_the_wait_per_file_asks_for() -> None:
     tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=lan, cpu=lan.cpu)
     limits = drive(tuner, lan, lambda n: min(300.0 * n, 1200.0), 2.0, cpu_per_file=1 / 1200)
     assert max(limits) <= 8, limits
+
+
+def test_between_local_disks_it_stays_at_four_and_says_why() -> None:
+    # No round trip to fill: more threads only contend for the GIL (measured on tmpfs).
+    clock = Clock()
+    tuner = Tuner(Gate(1), maximum=AUTO_MAX, clock=clock, cpu=clock.cpu)
+    files = 0.0
+    for _ in range(80):
+        clock.t += STEP
+        files += 16.0 * tuner.limit * STEP  # even a curve that would reward growth
+        clock.cpu_t += 16.0 * tuner.limit * STEP / 1000
+        tuner.observe(int(files * 4096), int(files), active=tuner.limit, network=False)
+        assert tuner.limit == START
+    assert tuner.choice.why is Why.NO_NETWORK and "local disks" in tuner.choice.describe()
+    # A job to a server joins the run: tuning starts
+    for _ in range(40):
+        clock.t += STEP
+        files += 16.0 * tuner.limit * STEP
+        clock.cpu_t += 16.0 * tuner.limit * STEP / 1000
+        tuner.observe(int(files * 4096), int(files), active=tuner.limit)
+    assert tuner.limit > START

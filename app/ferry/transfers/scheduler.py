@@ -60,6 +60,7 @@ from ferry.transfers.store import Job, NewTask, Store, Task, TaskResult, runner_
 from ferry.transfers.tuning import STREAMS_KEY, TUNING_KEY, Choice, Gate, Tuner
 
 log = logging.getLogger(__name__)
+NO_NETWORK = frozenset({"local", "memory"})  # schemes whose files wait on no round trip (tuning)
 STREAM_PLAN_MIN = 64 << 20  # files from this size may move in parallel streams (Backend.stream_plan)
 
 TICK = 0.1
@@ -256,7 +257,9 @@ class Runner:
             tuner = self.tuner
             if tuner is not None:
                 a = self.accounting
-                choice = tuner.observe(a.bytes_done, a.files_done, a.active)
+                runs = self._runs.values()
+                network = not runs or any(r.src.scheme not in NO_NETWORK or r.dst.scheme not in NO_NETWORK for r in runs)
+                choice = tuner.observe(a.bytes_done, a.files_done, a.active, network=network)
                 if choice is not None:
                     self._record_tuning(choice, self._runs)
             self._finish_jobs()
@@ -1115,7 +1118,7 @@ def _folder_ns(run: _JobRun, src: str) -> int | None:
 
 
 def _move_note(store: Store, run: _JobRun) -> str:
-    """"; moved ... kept ..." for a Move job's message, else nothing."""
+    """ "; moved ... kept ..." for a Move job's message, else nothing."""
     if not run.job.options.move:
         return ""
     p = move.progress(store, run.job.id)
