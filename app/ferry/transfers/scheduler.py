@@ -258,7 +258,7 @@ class Runner:
             if tuner is not None:
                 a = self.accounting
                 runs = self._runs.values()
-                network = not runs or any(r.src.scheme not in NO_NETWORK or r.dst.scheme not in NO_NETWORK for r in runs)
+                network = not runs or any({r.src.scheme, r.dst.scheme} - NO_NETWORK for r in runs)
                 choice = tuner.observe(a.bytes_done, a.files_done, a.active, network=network)
                 if choice is not None:
                     self._record_tuning(choice, self._runs)
