@@ -217,14 +217,20 @@ class Runner:
         self._summary.stopped = self._summary.stopped or reason
         self._stop.cancel("shutdown")
 
+    def _ensure_workers(self) -> None:
+        """Worker threads up to the gate's limit, never more than the run's ``--parallel``: a tuned
+        run starts 4 and adds threads as the tuner allows more. (128 threads waiting at the gate
+        from the start cost a small-file run between local disks a tenth of its time: each file's
+        hand-off woke one of them.) Threads stay once started; the gate holds the surplus back."""
+        want = min(self._gate.limit, max(1, self.config.parallel))
+        while len(self._workers) < want:
+            w = threading.Thread(target=self._worker, name=f"ferry-worker-{len(self._workers)}", daemon=True)
+            self._workers.append(w)
+            w.start()
+
     # ---- main loop ----
     def run(self) -> RunSummary:
-        self._workers = [
-            threading.Thread(target=self._worker, name=f"ferry-worker-{i}", daemon=True)
-            for i in range(max(1, self.config.parallel))
-        ]
-        for w in self._workers:
-            w.start()
+        self._ensure_workers()
         try:
             self._loop()
         finally:
@@ -262,6 +268,7 @@ class Runner:
                 choice = tuner.observe(a.bytes_done, a.files_done, a.active, network=network)
                 if choice is not None:
                     self._record_tuning(choice, self._runs)
+            self._ensure_workers()  # the tuner (or the window's setting) may allow more now
             self._finish_jobs()
             if not self._runs and not buffered:
                 next_wake = self._next_wake()
