@@ -7,6 +7,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from ferry.transfers.tuning import AUTO_MAX, BIG_CEILING, FILE_COST, START, Choice, Gate, Tuner, Why
 
@@ -251,3 +252,30 @@ def test_between_local_disks_it_stays_at_four_and_says_why() -> None:
         clock.cpu_t += 16.0 * tuner.limit * STEP / 1000
         tuner.observe(int(files * 4096), int(files), active=tuner.limit)
     assert tuner.limit > START
+
+
+def test_a_tuned_run_between_local_disks_starts_four_worker_threads(tmp_path: Path) -> None:
+    # 128 threads waiting at the gate from the start cost such a run a tenth of its time; the
+    # threads are added only as the tuner allows more.
+    from ferry.backends.registry import BackendPool
+    from ferry.transfers import jobs
+    from ferry.transfers.options import JobOptions
+    from ferry.transfers.scheduler import RunConfig, Runner
+    from ferry.transfers.store import Store
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for i in range(200):
+        (src / f"{i}.dat").write_bytes(b"x" * 100)
+    store = Store(tmp_path / "q.db")
+    pool = BackendPool()
+    try:
+        options = JobOptions(recursive=True)
+        job = jobs.create(store, jobs.prepare([str(src)], str(tmp_path / "out") + "/", options, pool), options)
+        runner = Runner(store, RunConfig(job_ids=[job], parallel=AUTO_MAX, auto_parallel=True), pool=pool)
+        assert runner.run().jobs[job] == "done"
+        assert len(runner._workers) == START
+        assert len(list((tmp_path / "out" / "src").iterdir())) == 200
+    finally:
+        store.close()
+        pool.close()
