@@ -179,10 +179,13 @@ class Runner:
         # Always present, so a limit set while the run goes on applies to it (None lets all through).
         self._global_bucket = TokenBucket(config.bwlimit)
         self._runs: dict[int, _JobRun] = {}
-        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=max(1024, config.parallel * 64))
+        # (sized for 16 at once: with --parallel auto, config.parallel is the most it may try, 128,
+        # and claiming 8,192 tasks before the first file starts cost small-file runs time)
+        ahead = max(1024, min(config.parallel, 16) * 64)
+        self._work: queue.Queue[tuple[_JobRun, Task] | None] = queue.Queue(maxsize=ahead)
         # Claimed from the store ahead of the workers: enough that small files never wait on the
         # database, few enough that a pause hands back little.
-        self._claim_batch = max(1024, config.parallel * 64)
+        self._claim_batch = ahead
         # Results from the workers; None is a wake-up (a planner queued new tasks).
         self._done: queue.Queue[_Done | None] = queue.Queue()
         self._last_write = 0.0
