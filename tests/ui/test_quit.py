@@ -143,6 +143,10 @@ def test_the_background_command_carries_the_window_limits() -> None:
     assert cmd[1:] == ["-m", "ferry", "queue", "run", "--parallel", "3", "--bwlimit", "524288"]
     out = subprocess.run([*cmd[:4], "--help"], capture_output=True, text=True, timeout=60)
     assert "--bwlimit" in out.stdout
+    # The window's default, Auto, carries on as auto (not as the 128 it may try at most).
+    from ferry.ui.settings import TransferSettings
+
+    assert background_command(TransferSettings().run_config())[4:] == ["run", "--parallel", "auto"]
 
 
 def test_sigterm_closes_without_asking_and_the_job_resumes_later(tmp_path: Path) -> None:
