@@ -119,8 +119,17 @@ def test_two_factor_prompt_is_shown_verbatim_and_answered_in_the_window(  # type
         s.chown(folder)
         ssh_config(Path(os.environ["FERRY_SSH_CONFIG"]), s, s.known_hosts)
         prompts_seen: list[str] = []
+        strays: list[str] = []
 
         def answer(d: QDialog) -> None:
+            if isinstance(d, HostKeyDialog):
+                # This server's keys are in the known_hosts its alias names, so its login asks no
+                # key question. The prompter is the process's: in the full suite (CI, once) a
+                # login left running by an earlier test's window asked here. Refuse it; a key
+                # question from this login would fail the listing below.
+                strays.append(d.fingerprint_label.text())
+                d.reject_button.click()
+                return
             assert isinstance(d, SecretDialog)
             prompts_seen.append(d.prompt_label.text())
             d.answer.setText("otp 123 456")
@@ -129,6 +138,6 @@ def test_two_factor_prompt_is_shown_verbatim_and_answered_in_the_window(  # type
         answer_with(window, answer)
         with qtbot.waitSignal(window.left.listed, timeout=60_000):
             window.left.navigate(f"cluster:{folder}")
-        assert [e.name for e in window.left.model.entries()] == ["data.csv"], window.left.error_text
+        assert [e.name for e in window.left.model.entries()] == ["data.csv"], (window.left.error_text, strays)
         assert prompts_seen and prompts_seen[0].rstrip().endswith("Password:")  # PAM's words, verbatim
         assert all("otp 123 456" not in p for p in prompts_seen)
