@@ -546,21 +546,29 @@ def test_a_multipart_object_without_a_checksum_is_checked_part_by_part_on_the_ho
     assert event["level"] == "checksum" and "s3-multipart-etag" in event["evidence"], event
 
 
-def test_objects_already_in_the_bucket_follow_the_conflict_policy_without_being_sent(
-    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
-) -> None:
+def host_and_bucket_in_conflict(
+    host: Callable[..., SshServer], moto: S3Server
+) -> tuple[SshServer, Path, str, Path]:
+    """A host folder ``run`` with ``same.txt`` and ``changed.txt``, and a bucket already holding
+    ``run/same.txt`` (the same bytes) and ``run/changed.txt`` (other bytes): (server, the host's
+    curl log, bucket, folder)."""
     server = host()
-    log = host_bin(server) / "curl.log"
     bucket = moto.new_bucket()
     client = moto.client()
-    remote = server.mkdir()
-    folder = remote / "run"
+    folder = server.mkdir() / "run"
     folder.mkdir()
     (folder / "same.txt").write_bytes(b"same\n")
     (folder / "changed.txt").write_bytes(b"new\n")
     server.chown(folder)
     client.put_object(Bucket=bucket, Key="run/same.txt", Body=b"same\n")
     client.put_object(Bucket=bucket, Key="run/changed.txt", Body=b"old\n")
+    return server, host_bin(server) / "curl.log", bucket, folder
+
+
+def test_objects_already_in_the_bucket_follow_the_conflict_policy_without_being_sent(
+    host: Callable[..., SshServer], moto: S3Server, tmp_path: Path
+) -> None:
+    server, log, bucket, folder = host_and_bucket_in_conflict(host, moto)
     ferry = ferry_for(server, moto, tmp_path)
     res = ferry("cp", "-r", "--json", "--on-conflict", "skip", url(server, str(folder)), f"s3://{bucket}/")
     assert res.returncode == 0, describe(res)
@@ -692,18 +700,7 @@ def test_ask_on_the_direct_route_fails_a_differing_file_as_a_conflict_said_once_
     file that differs from the one already there fails by the typed kind ``conflict`` (as on the
     relay with no one to ask), stays as it was, and the summary says it in one line; the same file
     already there is done; ``queue retry --on-conflict overwrite`` then sends it."""
-    server = host()
-    log = host_bin(server) / "curl.log"
-    bucket = moto.new_bucket()
-    client = moto.client()
-    remote = server.mkdir()
-    folder = remote / "run"
-    folder.mkdir()
-    (folder / "same.txt").write_bytes(b"same\n")
-    (folder / "changed.txt").write_bytes(b"new\n")
-    server.chown(folder)
-    client.put_object(Bucket=bucket, Key="run/same.txt", Body=b"same\n")
-    client.put_object(Bucket=bucket, Key="run/changed.txt", Body=b"old\n")
+    server, log, bucket, folder = host_and_bucket_in_conflict(host, moto)
     ferry = ferry_for(server, moto, tmp_path)
     res = ferry("cp", "-r", "--json", "--route", "direct", url(server, str(folder)), f"s3://{bucket}/")
     assert res.returncode == 1, describe(res)
