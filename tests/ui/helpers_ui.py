@@ -10,11 +10,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QElapsedTimer, QObject, QTimer
 
 from ferry.backends.memory import _Dir, _File, get_store, reset_memory_stores
 from ferry.transfers.store import Store
+
+if TYPE_CHECKING:
+    from pytestqt.qtbot import QtBot
+
+    from ferry.ui.queue_model import QueueModel
+    from ferry.ui.queue_panel import QueuePanel
+    from ferry.ui.queue_service import QueueSnapshot
 
 
 def fill_memory(name: str, folder: str, count: int, size: int = 0) -> None:
@@ -173,3 +181,19 @@ def spin_until(qtbot, cond: Callable[[], bool], timeout: float = 30.0) -> None: 
     while not cond():
         assert time.monotonic() < deadline, "timed out"
         qtbot.wait(10)
+
+
+def panel_with_first_job_selected(qtbot: QtBot, snap: QueueSnapshot) -> tuple[QueueModel, QueuePanel]:
+    """The Transfers panel over ``snap`` at 1024 px, its first job selected, as a person
+    clicks it: (model, panel). The line under the panel is ``panel.fix_label``."""
+    from ferry.ui.queue_model import QueueModel
+    from ferry.ui.queue_panel import QueuePanel
+
+    model = QueueModel()
+    model.apply(snap)
+    panel = QueuePanel(model)
+    qtbot.addWidget(panel)
+    panel.resize(1024, 200)
+    panel.show()
+    panel.view.setCurrentIndex(model.index(0, 0))
+    return model, panel

@@ -17,8 +17,8 @@ from ferry.transfers.options import JobOptions
 from ferry.transfers.store import NewTask, Store
 from ferry.transfers.tuning import TUNING_KEY, Choice, Why
 from ferry.ui.queue_model import BYTES, FILES, SPEED, TITLE, VERIFY, QueueModel
-from ferry.ui.queue_panel import QueuePanel
 from ferry.ui.queue_service import QueuePoller
+from ui.helpers_ui import panel_with_first_job_selected
 
 # What the engine records for every job today, the direct ones included (never past measuring).
 MEASURING = Choice(4, Why.MEASURING)
@@ -39,13 +39,7 @@ def test_a_direct_job_never_shows_the_tuners_choice_and_says_its_route(qtbot: Qt
     snap = QueuePoller(None, lambda fn: None, lambda snap: None).read(store)
     row = snap.jobs[0]
     assert row.tuning is None  # the host moved the files, not the tuned workers
-    model = QueueModel()
-    model.apply(snap)
-    panel = QueuePanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(1024, 200)
-    panel.show()
-    panel.view.setCurrentIndex(model.index(0, 0))
+    model, panel = panel_with_first_job_selected(qtbot, snap)
     assert "files at once" not in panel.fix_label.text()
     speed_tip = model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole)
     assert "measuring" not in speed_tip and "direct route" in speed_tip

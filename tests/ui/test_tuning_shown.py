@@ -13,10 +13,10 @@ from ferry.transfers.options import JobOptions
 from ferry.transfers.store import NewTask, Store
 from ferry.transfers.tuning import TUNING_KEY, Choice, Measure, Why
 from ferry.ui.dialogs.transfer_settings import TransferSettingsDialog
-from ferry.ui.queue_model import SPEED, QueueModel
-from ferry.ui.queue_panel import QueuePanel
+from ferry.ui.queue_model import SPEED
 from ferry.ui.queue_service import QueuePoller
 from ferry.ui.settings import TransferSettings
+from ui.helpers_ui import panel_with_first_job_selected
 
 CHOICE = Choice(32, Why.PLATEAU, Measure(32, 0, 812.0, 13e6), Measure(64, 0, 830.0, 13.6e6))
 
@@ -32,13 +32,7 @@ def test_a_running_jobs_row_says_files_at_once_and_why(qtbot: QtBot, tmp_path: P
     snap = poller.read(store)
     row = snap.jobs[0]
     assert row.tuning == "auto: 32 files at once (64 at once was no faster: 830 files/s against 812 files/s)"
-    model = QueueModel()
-    model.apply(snap)
-    panel = QueuePanel(model)
-    qtbot.addWidget(panel)
-    panel.resize(1024, 200)
-    panel.show()
-    panel.view.setCurrentIndex(model.index(0, 0))
+    model, panel = panel_with_first_job_selected(qtbot, snap)
     assert panel.fix_label.text() == f"Job {job}: {row.tuning}"
     tip = model.index(0, SPEED).data(Qt.ItemDataRole.ToolTipRole)
     assert tip == f"How it moves: {row.tuning}"
